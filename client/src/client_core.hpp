@@ -1,0 +1,213 @@
+// ClientCore: the machinery behind mcdma::Client. Internal header (tests use
+// it to reach the mailbox directly).
+//
+// Threads:
+//  * any app thread: submits (under sq_mu_), waits on its own OpState;
+//  * the progress thread: reaps the completion ring and the inbox, completes
+//    OpStates, runs handlers (or hands them to handler threads);
+//  * the stream thread: blocks reading the session's gRPC stream; its end
+//    means the session is over (daemon gone, or it closed the session).
+// Memory: the mailbox is mapped for the core's lifetime. Payloads the daemon
+// delivered stay in the daemon half of the arena until released (Message
+// destruction, handler return); the app half is managed by app_arena_.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "mcdma/client.hpp"
+#include "mcdma/v1/control.grpc.pb.h"
+#include "mcdma_internal/arena_allocator.hpp"
+#include "mcdma_internal/mailbox_layout.hpp"
+#include "mcdma_internal/shm_segment.hpp"
+
+namespace mcdma::internal {
+
+using Clock = std::chrono::steady_clock;
+
+struct BatchState;
+
+// One submitted operation awaiting its completion.
+struct OpState {
+  std::atomic<uint32_t> done{0};     // futex word: 1 once completed
+  std::atomic<uint32_t> waiting{0};  // a thread sleeps on `done`
+  Code code = Code::kOk;
+  std::string message;
+  uint64_t bytes = 0;
+  // CALL: the reply payload, in the daemon half (released by its Message).
+  bool has_payload = false;
+  uint32_t payload_off = 0;
+  uint32_t payload_len = 0;
+  // The request payload in the app half, freed when the op completes.
+  bool has_request = false;
+  uint32_t request_off = 0;
+  uint32_t request_len = 0;
+  Clock::time_point deadline;
+  std::shared_ptr<BatchState> batch;
+  std::mutex callback_mu;
+  std::function<void(OpState&)> callback;  // GUARDED_BY(callback_mu)
+  bool callback_ran = false;               // GUARDED_BY(callback_mu)
+  std::weak_ptr<ClientCore> core;
+};
+
+// A batch: one OpState for the caller, completed when every piece has.
+struct BatchState {
+  std::mutex mu;
+  size_t remaining = 0;
+  uint64_t bytes = 0;
+  Code first_error = Code::kOk;
+  size_t first_error_index = SIZE_MAX;
+  std::string first_message;
+  std::shared_ptr<OpState> total;
+};
+
+struct BufferState {
+  ShmSegment segment;
+  uint64_t id = 0;
+  std::weak_ptr<ClientCore> core;
+  ~BufferState();
+};
+
+// A submission to make: the descriptor without ring bookkeeping.
+struct Submission {
+  shm::SubmitDesc desc{};
+  std::span<const std::byte> payload;  // copied into the app half
+  std::shared_ptr<OpState> op;         // null: no completion expected
+};
+
+class ClientCore : public std::enable_shared_from_this<ClientCore> {
+ public:
+  static Result<std::shared_ptr<ClientCore>> Connect(const ClientOptions& options);
+  ~ClientCore();
+  // Ends the session; in-flight operations fail with kCancelled.
+  void Shutdown();
+
+  const ClientOptions& options() const { return options_; }
+  SessionInfo info() const { return info_; }
+
+  // Submits all of `subs` together (one doorbell). Each op gets its tag and
+  // deadline here. Fails without submitting anything it has not published.
+  Status Submit(std::span<Submission> subs, std::chrono::milliseconds timeout);
+  // Waits for an op; kInvalid if called on the progress thread.
+  Status Wait(OpState& op);
+  void OnComplete(const std::shared_ptr<OpState>& op, std::function<void(OpState&)> fn);
+  // Hands a delivered daemon-half range back (never blocks).
+  void ReleaseDelivered(uint32_t off, uint32_t len);
+
+  Result<uint64_t> ServiceId(std::string_view name, bool refresh);
+  Result<uint64_t> AddHandler(std::string_view service, Handler handler);
+  Status RemoveHandler(uint64_t service_id);
+  Status SendReply(uint64_t call_id, std::span<const std::byte> payload, Code code);
+
+  // Control plane (gRPC).
+  Result<Buffer> Alloc(uint64_t size);
+  Status FreeBuffer(uint64_t id);
+  Status Export(const Buffer& b, std::string_view name, const ExportOptions& o);
+  Status Unexport(std::string_view name);
+  Result<RemoteBuffer> Resolve(std::string_view name, std::string_view peer);
+  Status Release(const RemoteBuffer& r);
+
+  // Builds the public handles (they are friends of these classes).
+  Message MakeMessage(const OpState& op);
+  template <typename T>
+  static Future<T> MakeFuture(std::shared_ptr<OpState> op) { return Future<T>(std::move(op)); }
+  static const std::shared_ptr<OpState>& OpOf(const void* future_op) {
+    return *static_cast<const std::shared_ptr<OpState>*>(future_op);
+  }
+  static uint64_t BufferId(const Buffer& b) { return b.state_ ? b.state_->id : 0; }
+  void ReleaseMessage(Message& m);
+
+  // Test access: the whole mapped mailbox.
+  std::span<std::byte> mailbox_for_testing() { return {mailbox_.data(), mailbox_.size()}; }
+  bool closed() const { return closed_.load(); }
+
+ private:
+  explicit ClientCore(ClientOptions options);
+  Status Open();
+  void ProgressLoop();
+  void StreamLoop();
+  bool ReapCompletions();  // REQUIRES(reap_mu_)
+  bool TryReapCompletions();
+  bool ReapInbox();
+  bool FlushReleases();  // REQUIRES(sq_mu_)
+  void Finish(const std::shared_ptr<OpState>& op, Code code, std::string message);
+  void FailAll(Code code, const std::string& message);
+  void RunHandler(const shm::EventDesc& ev);
+  void HandlerWorker();
+  void WakeProgress();
+  Status CheckOpen() const;
+  grpc::ClientContext* NewContext(grpc::ClientContext& ctx) const;
+  v1::SessionRef Ref() const;
+  Status MarkMapped(const std::string& segment);
+
+  ClientOptions options_;
+  SessionInfo info_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Control::Stub> stub_;
+  grpc::ClientContext stream_ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>> stream_;
+  std::mutex stream_write_mu_;
+  std::string token_;
+
+  ShmSegment mailbox_;
+  shm::MailboxGeometry geo_{};
+  shm::MailboxHeader* header_ = nullptr;
+  shm::SubmitDesc* sq_ = nullptr;
+  shm::EventDesc* cq_ = nullptr;
+  shm::EventDesc* inbox_ = nullptr;
+  std::byte* arena_ = nullptr;
+
+  // Submission side. GUARDED_BY(sq_mu_).
+  std::mutex sq_mu_;
+  std::condition_variable space_cv_;
+  uint32_t sq_tail_ = 0;
+  ArenaAllocator app_arena_{0, 0, shm::kArenaUnit};
+  // Releases queued from threads that must not block. GUARDED_BY(release_mu_).
+  std::mutex release_mu_;
+  std::vector<std::pair<uint32_t, uint32_t>> release_queue_;
+
+  // Ops in flight by tag. GUARDED_BY(ops_mu_).
+  std::mutex ops_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<OpState>> ops_;
+  uint64_t next_tag_ = 1;
+
+  // Completion ring consumer: the progress thread, or a waiting app thread
+  // that reaps for itself (saving a thread hop). GUARDED_BY(reap_mu_).
+  std::mutex reap_mu_;
+  uint32_t cq_head_ = 0;
+  // Inbox consumer: only the progress thread.
+  uint32_t inbox_head_ = 0;
+
+  std::mutex handlers_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<Handler>> handlers_;  // GUARDED_BY(handlers_mu_)
+  std::unordered_map<std::string, uint64_t> service_ids_;            // GUARDED_BY(handlers_mu_)
+
+  // Handler threads (options.handler_threads > 0).
+  std::mutex work_mu_;
+  std::condition_variable work_cv_;
+  std::deque<shm::EventDesc> work_;  // GUARDED_BY(work_mu_)
+  std::vector<std::thread> workers_;
+
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> closed_{false};
+  Code closed_code_ = Code::kUnavailable;  // GUARDED_BY(ops_mu_)
+  std::string closed_message_;             // GUARDED_BY(ops_mu_)
+  std::thread progress_;
+  std::thread stream_thread_;
+  std::once_flag shutdown_once_;
+};
+
+// Maps a gRPC status from the daemon back to a Status with its mcdma Code.
+Status FromGrpc(const grpc::Status& s);
+
+}  // namespace mcdma::internal

@@ -1,0 +1,59 @@
+// A POSIX shared-memory segment, mapped: move-only RAII over
+// Boost.Interprocess (shared_memory_object + mapped_region).
+//
+// Ownership: the object owns the mapping; the *name* is owned by whoever
+// created it until Unlink() (the daemon unlinks as soon as the app has
+// mapped it, so no /dev/shm entry outlives both processes). Destruction
+// unmaps; it unlinks only if the name is still linked and this object
+// created it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mcdma/status.hpp"
+
+namespace mcdma {
+
+class ShmSegment {
+ public:
+  // Creates a new segment (fails if the name exists), mode 0600, chowned to
+  // owner_uid when it differs from ours (daemon running as root), sized to
+  // `bytes` (rounded up to the page size) and mapped read-write.
+  static Result<ShmSegment> Create(const std::string& name, uint64_t bytes, uint32_t owner_uid);
+  // Opens and maps an existing segment; fails if its size is not `bytes`.
+  static Result<ShmSegment> Open(const std::string& name, uint64_t bytes);
+  // A fresh unguessable name: "/mcdma-<kind>-<32 hex>".
+  static std::string NewName(const char* kind);
+
+  // An empty segment (no mapping), as left by a move.
+  ShmSegment();
+  ShmSegment(ShmSegment&&) noexcept;
+  ShmSegment& operator=(ShmSegment&&) noexcept;
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+  ~ShmSegment();
+
+  std::byte* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  const std::string& name() const { return name_; }
+  bool linked() const { return linked_; }
+  // Removes the name; the mapping stays valid. Idempotent.
+  void Unlink();
+
+ private:
+  struct Impl;
+  explicit ShmSegment(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::byte* data_ = nullptr;
+  uint64_t size_ = 0;
+  std::string name_;
+  bool linked_ = false;
+};
+
+uint64_t PageSize();
+inline uint64_t RoundUpToPage(uint64_t n) { return (n + PageSize() - 1) / PageSize() * PageSize(); }
+
+}  // namespace mcdma

@@ -1,0 +1,145 @@
+#include "daemon.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "admin_service.hpp"
+#include "control_service.hpp"
+#include "driver/loop/loop_transport.hpp"
+#include "engine.hpp"
+#include "mcdma_internal/sys.hpp"
+#include "service_notify.hpp"
+
+namespace mcdma::daemon {
+namespace {
+
+// True if something accepts connections on the Unix socket at `path`.
+bool SocketAnswers(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+Status PrepareSocketPath(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status(Code::kSystem, "cannot create socket directory " + dir.string() + ": " + ec.message());
+    // Only the owner (a user instance) or the owner and its group (the
+    // service's `mcdma` group) may reach the socket.
+    chmod(dir.c_str(), geteuid() == 0 ? 0750 : 0700);
+  }
+  if (std::filesystem::exists(path, ec)) {
+    if (SocketAnswers(path)) {
+      return Status(Code::kAlreadyExists, "another mcdma-rpcd is already listening on " + path);
+    }
+    if (unlink(path.c_str()) != 0) return SysError("unlink", errno, "stale socket " + path);
+  }
+  return Status::Ok();
+}
+
+int WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+}  // namespace
+
+void SetUpLogging(const std::string& level) {
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  for (const char* name : {"daemon", "engine", "control"}) {
+    if (spdlog::get(name)) continue;
+    auto logger = std::make_shared<spdlog::logger>(name, sink);
+    logger->set_level(spdlog::level::from_str(level));
+    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
+    spdlog::register_logger(logger);
+  }
+}
+
+Status RunDaemon(const Options& options) {
+  auto log = spdlog::get("daemon");
+  MCDMA_RETURN_IF_ERROR(PrepareSocketPath(options.socket));
+  MCDMA_ASSIGN_OR_RETURN(auto device, driver::loop::CreateLoopDevice());
+  Engine engine(options, std::move(device));
+  MCDMA_RETURN_IF_ERROR(engine.Start());
+
+  ControlService control(engine);
+  AdminService admin(engine);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + options.socket, grpc::InsecureServerCredentials());
+  builder.RegisterService(&control);
+  builder.RegisterService(&admin);
+  builder.SetMaxReceiveMessageSize(4 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) {
+    engine.Stop();
+    return Status(Code::kSystem, "cannot listen on " + options.socket);
+  }
+  chmod(options.socket.c_str(), geteuid() == 0 ? 0660 : 0600);
+  log->info("mcdma-rpcd {} serving on {} as host '{}' (transport: loop)", MCDMA_VERSION, options.socket,
+            options.host_id);
+  NotifyServiceManager("READY=1\nSTATUS=serving");
+
+  std::atomic<bool> watchdog_stop{false};
+  std::thread watchdog;
+  if (auto interval = WatchdogInterval()) {
+    watchdog = std::thread([&, interval = *interval] {
+      uint64_t last = engine.rounds();
+      while (!watchdog_stop.load()) {
+        std::this_thread::sleep_for(interval / 2);
+        uint64_t now = engine.rounds();
+        // Only a live engine loop earns a ping; a stuck one gets restarted.
+        if (now != last) NotifyServiceManager("WATCHDOG=1");
+        last = now;
+      }
+    });
+  }
+
+  int sig = WaitForSignal();
+  log->info("received {}; draining (up to {} ms)", strsignal(sig), options.drain_timeout_ms);
+  NotifyServiceManager("STOPPING=1\nSTATUS=draining");
+  (void)engine.Run([&] {
+    engine.BeginDrain();
+    return 0;
+  });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.drain_timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto idle = engine.Run([&] { return engine.Idle(); });
+    if (!idle || *idle) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  (void)engine.Run([&] {
+    engine.CloseAllSessions(Code::kUnavailable);
+    return 0;
+  });
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  engine.Stop();
+  watchdog_stop.store(true);
+  if (watchdog.joinable()) watchdog.join();
+  unlink(options.socket.c_str());
+  log->info("stopped");
+  return Status::Ok();
+}
+
+}  // namespace mcdma::daemon

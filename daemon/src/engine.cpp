@@ -1,0 +1,184 @@
+#include "engine.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "mcdma_internal/wait.hpp"
+
+namespace mcdma::daemon {
+namespace {
+constexpr auto kSweepInterval = std::chrono::milliseconds(50);
+constexpr auto kMaxSleep = std::chrono::milliseconds(100);
+constexpr auto kBacklogPoll = std::chrono::milliseconds(1);
+}  // namespace
+
+Engine::Engine(Options options, std::unique_ptr<driver::Device> device)
+    : options_(std::move(options)), device_(std::move(device)) {}
+
+Engine::~Engine() { Stop(); }
+
+Status Engine::Start() {
+  // The loop channel: two endpoints of the same device, connected to each other.
+  MCDMA_ASSIGN_OR_RETURN(auto a, device_->CreateEndpoint());
+  MCDMA_ASSIGN_OR_RETURN(auto b, device_->CreateEndpoint());
+  std::string a_info = a->LocalInfo();
+  std::string b_info = b->LocalInfo();
+  MCDMA_ASSIGN_OR_RETURN(local_, a->Connect(b_info));
+  MCDMA_ASSIGN_OR_RETURN(local_peer_, b->Connect(a_info));
+  started_ = Clock::now();
+  last_sweep_ = started_;
+  thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+void Engine::Stop() {
+  {
+    std::lock_guard lock(cmd_mu_);
+    if (!accepting_ && !thread_.joinable()) return;
+    accepting_ = false;
+  }
+  stop_.store(true);
+  cmd_bell_.seq.fetch_add(1);
+  wait::FutexWake(&cmd_bell_.seq, 1, false);
+  if (thread_.joinable()) thread_.join();
+  // Commands that raced with the stop: run them here so no caller waits
+  // forever on a future (the engine thread is gone, this thread owns it now).
+  std::deque<std::function<void()>> left;
+  {
+    std::lock_guard lock(cmd_mu_);
+    left.swap(commands_);
+  }
+  for (auto& fn : left) fn();
+  CloseAllSessions(Code::kUnavailable);
+  transfers_.clear();
+  buffers_.clear();
+  local_.reset();
+  local_peer_.reset();
+}
+
+bool Engine::Post(std::function<void()> fn) {
+  {
+    std::lock_guard lock(cmd_mu_);
+    if (!accepting_) return false;
+    commands_.push_back(std::move(fn));
+  }
+  wait::Ring(cmd_bell_, /*shared=*/false);
+  return true;
+}
+
+bool Engine::RunCommands() {
+  std::deque<std::function<void()>> batch;
+  {
+    std::lock_guard lock(cmd_mu_);
+    if (commands_.empty()) return false;
+    batch.swap(commands_);
+  }
+  for (auto& fn : batch) fn();
+  return true;
+}
+
+Session* Engine::FindSession(uint64_t id) {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+void Engine::Loop() {
+  wait::Backoff backoff(std::chrono::microseconds(options_.spin_budget_us));
+  while (!stop_.load(std::memory_order_relaxed)) {
+    rounds_.fetch_add(1, std::memory_order_relaxed);
+    bool did = RunCommands();
+    for (auto& [id, s] : sessions_) {
+      if (s->backlog() > 0) did |= s->FlushBacklog();
+      did |= ProcessSubmissions(*s);
+    }
+    did |= ProgressTransfers();
+    Clock::time_point now = Clock::now();
+    ExpireDeadlines(now);
+    if (now - last_sweep_ >= kSweepInterval) Sweep(now);
+    if (did) {
+      backoff.Reset();
+      continue;
+    }
+    if (backoff.Spin()) continue;
+    Sleep();
+    backoff.Reset();
+  }
+}
+
+bool Engine::HasWork() {
+  {
+    std::lock_guard lock(cmd_mu_);
+    if (!commands_.empty()) return true;
+  }
+  if (!transfers_.empty()) return true;
+  for (auto& [id, s] : sessions_) {
+    auto n = s->Available();
+    if (!n || *n > 0) return true;
+  }
+  return false;
+}
+
+void Engine::Sleep() {
+  std::vector<wait::WaitTarget> targets;
+  targets.reserve(sessions_.size() + 1);
+  targets.push_back({&cmd_bell_.seq, wait::PrepareSleep(cmd_bell_), false});
+  bool backlog = false;
+  for (auto& [id, s] : sessions_) {
+    if (targets.size() >= wait::kMaxWaitTargets) break;
+    shm::Bell& bell = s->header()->daemon_bell;
+    targets.push_back({&bell.seq, wait::PrepareSleep(bell), true});
+    backlog |= s->backlog() > 0;
+  }
+  bool many = sessions_.size() + 1 > wait::kMaxWaitTargets;
+  if (!HasWork() && !stop_.load()) {
+    Clock::time_point now = Clock::now();
+    Clock::duration timeout = kMaxSleep;
+    if (!call_deadlines_.empty()) timeout = std::min<Clock::duration>(timeout, call_deadlines_.top().first - now);
+    timeout = std::min<Clock::duration>(timeout, last_sweep_ + kSweepInterval - now);
+    // Backlogged apps free ring space without ringing us; sessions beyond
+    // the futex_waitv limit are looked at by polling.
+    if (backlog || many) timeout = std::min<Clock::duration>(timeout, kBacklogPoll);
+    if (timeout > Clock::duration::zero()) wait::FutexWaitMany(targets, timeout);
+  }
+  wait::CancelSleep(cmd_bell_);
+  for (auto& [id, s] : sessions_) wait::CancelSleep(s->header()->daemon_bell);
+}
+
+void Engine::ExpireDeadlines(Clock::time_point now) {
+  while (!call_deadlines_.empty() && call_deadlines_.top().first <= now) {
+    uint64_t call_id = call_deadlines_.top().second;
+    call_deadlines_.pop();
+    auto it = calls_.find(call_id);
+    if (it == calls_.end() || it->second.deadline > now) continue;
+    FailCall(call_id, Code::kTimeout, "no reply before the deadline");
+  }
+  for (auto& [id, op] : transfers_) {
+    if (!op.completed && op.deadline <= now && op.error == Code::kOk) {
+      op.error = Code::kTimeout;
+      op.error_detail = "transfer did not finish before the deadline";
+    }
+  }
+}
+
+void Engine::Sweep(Clock::time_point now) {
+  last_sweep_ = now;
+  std::vector<std::string> expired;
+  for (auto& [name, e] : exports_) {
+    if (e->expires && *e->expires <= now) expired.push_back(name);
+  }
+  for (auto& name : expired) {
+    spdlog::get("engine")->info("export '{}' expired (TTL)", name);
+    RemoveExport(name, Code::kRevoked);
+  }
+  auto attach = std::chrono::milliseconds(options_.attach_timeout_ms);
+  std::vector<std::string> stale;
+  for (auto& [name, u] : unmapped_) {
+    if (now - u.created >= attach) stale.push_back(name);
+  }
+  for (auto& name : stale) {
+    spdlog::get("engine")->warn("segment {} not mapped within {} ms; unlinking it", name,
+                                options_.attach_timeout_ms);
+    UnlinkSegment(name);
+  }
+}
+
+}  // namespace mcdma::daemon

@@ -1,0 +1,226 @@
+// The engine: the one thread that owns the sessions' rings, the transport
+// device and its connections, and every record (buffers, exports, services,
+// calls, transfers). gRPC handler threads never touch any of it: they hand
+// the engine a closure through Run() and wait for its result.
+//
+// Loop: run queued commands; consume each session's submission ring (a
+// bounded batch per session per round, so one busy app cannot starve the
+// others); post and reap transport work; flush backlogs; expire deadlines.
+// When a round finds nothing to do the engine spins (yielding) for
+// Options::spin_budget_us, then sleeps on all sessions' bells at once
+// (futex_waitv) with a timeout set by the nearest deadline.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <future>
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+
+#include "driver/transport.hpp"
+#include "mcdma/v1/admin.pb.h"
+#include "options.hpp"
+#include "resources.hpp"
+#include "session.hpp"
+
+namespace mcdma::daemon {
+
+struct HelloInfo {
+  std::string app_name;
+  uint32_t pid = 0;
+  uint32_t uid = 0;
+  uint32_t submission_entries = 0;
+  uint32_t completion_entries = 0;
+  uint32_t inbox_entries = 0;
+  uint64_t arena_bytes = 0;
+};
+
+struct OpenedInfo {
+  uint64_t session_id = 0;
+  std::string token;
+  std::string mailbox_segment;
+  uint64_t mailbox_bytes = 0;
+};
+
+struct AllocInfo {
+  uint64_t buffer_id = 0;
+  std::string segment;
+  uint64_t size = 0;
+};
+
+struct ExportSpec {
+  std::string name;
+  uint64_t buffer_id = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t ttl_ms = 0;
+  bool allow_read = false;
+  bool allow_write = false;
+  std::vector<std::string> allowed_peers;
+};
+
+struct ResolveInfo {
+  uint64_t handle = 0;
+  uint64_t length = 0;
+  bool allow_read = false;
+  bool allow_write = false;
+};
+
+// Per-operation counters (status): index by shm::Op.
+struct OpStats {
+  uint64_t submitted = 0;
+  uint64_t ok = 0;
+  uint64_t failed = 0;
+  uint64_t bytes = 0;
+};
+
+class Engine {
+ public:
+  Engine(Options options, std::unique_ptr<driver::Device> device);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Connects the loop channel and starts the thread.
+  Status Start();
+  // Stops the thread; closes every session. Idempotent.
+  void Stop();
+
+  // Runs fn on the engine thread and returns its result; nullopt when the
+  // engine has stopped. Any thread but the engine's.
+  template <typename F>
+  auto Run(F&& fn) -> std::optional<std::invoke_result_t<F>> {
+    using R = std::invoke_result_t<F>;
+    auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(fn));
+    auto future = task->get_future();
+    if (!Post([task] { (*task)(); })) return std::nullopt;
+    return future.get();
+  }
+  // Heartbeat: increments every loop round (the watchdog checks it moves).
+  uint64_t rounds() const { return rounds_.load(std::memory_order_relaxed); }
+
+  // ---- Engine thread only (call through Run) ----
+  Result<OpenedInfo> OpenSession(const HelloInfo& hello);
+  void SetStreamCanceller(uint64_t session, std::function<void()> cancel);
+  // Reaps a session: fails its callers' calls, revokes its exports, drops its
+  // buffers once in-flight transfers are done. `reason` is left in the
+  // mailbox header for the app.
+  void CloseSession(uint64_t session, Code reason);
+  Status CheckToken(uint64_t session, const std::string& token) const;
+  Status Mapped(uint64_t session, const std::string& segment);
+  Result<AllocInfo> Alloc(uint64_t session, uint64_t size);
+  Status Free(uint64_t session, uint64_t buffer_id);
+  Result<uint64_t> Export(uint64_t session, const ExportSpec& spec);
+  Status Unexport(uint64_t session, const std::string& name);
+  Result<ResolveInfo> Resolve(uint64_t session, const std::string& peer, const std::string& name);
+  Status ReleaseHandle(uint64_t session, uint64_t handle);
+  Result<uint64_t> Serve(uint64_t session, const std::string& service);
+  Status Unserve(uint64_t session, uint64_t service_id);
+  Result<uint64_t> LookupService(uint64_t session, const std::string& peer, const std::string& service);
+
+  void FillStatus(v1::StatusReply* out) const;
+  void FillSessions(v1::SessionsReply* out) const;
+  void FillExports(v1::ExportsReply* out) const;
+  void FillBuffers(v1::BuffersReply* out) const;
+
+  // Draining: refuse new sessions; Idle() says when nothing is in flight.
+  void BeginDrain() { draining_ = true; }
+  bool draining() const { return draining_; }
+  bool Idle() const { return calls_.empty() && transfers_.empty(); }
+  void CloseAllSessions(Code reason);
+
+  const Options& options() const { return options_; }
+
+ private:
+  bool Post(std::function<void()> fn);
+  void Loop();
+  bool RunCommands();
+  void Sleep();
+  bool HasWork();
+
+  // engine_submit.cpp: one submission ring batch and each opcode.
+  bool ProcessSubmissions(Session& s);
+  void Handle(Session& s, const shm::SubmitDesc& d, uint32_t index);
+  void HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way);
+  void HandleReply(Session& s, const shm::SubmitDesc& d);
+  void HandleRelease(Session& s, const shm::SubmitDesc& d);
+  void Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
+                uint64_t bytes = 0, std::span<const std::byte> payload = {});
+  void Reject(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message);
+  void RingFault(Session& s, const std::string& message);
+  // Ends a misbehaving session: marks its mailbox closed and cancels its
+  // stream; the stream's handler then reaps it through CloseSession.
+  void Evict(Session& s, Code reason, const std::string& message);
+  void FailCall(uint64_t call_id, Code code, const std::string& message);
+  Clock::time_point DeadlineFor(const shm::SubmitDesc& d) const;
+
+  // engine_transfer.cpp: READ/WRITE through the transport.
+  void HandleTransfer(Session& s, const shm::SubmitDesc& d);
+  bool ProgressTransfers();
+  void FinishTransfer(TransferOp& op);
+
+  void ExpireDeadlines(Clock::time_point now);
+  void Sweep(Clock::time_point now);
+  void RemoveExport(const std::string& name, Code reason);
+  Session* FindSession(uint64_t id);
+
+  Options options_;
+  std::unique_ptr<driver::Device> device_;
+  // The loop channel: local one-sided transfers are posted on `local_` and
+  // name the target's registration as remote memory, exactly as a transfer
+  // to a peer names the peer's. `local_peer_` is the other end.
+  std::unique_ptr<driver::Connection> local_;
+  std::unique_ptr<driver::Connection> local_peer_;
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> rounds_{0};
+  bool draining_ = false;
+
+  // Commands from other threads. GUARDED_BY(cmd_mu_).
+  std::mutex cmd_mu_;
+  std::deque<std::function<void()>> commands_;
+  bool accepting_ = true;
+  shm::Bell cmd_bell_{};  // private futex: wakes the engine for commands
+
+  // Everything below: engine thread only.
+  Clock::time_point started_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::unique_ptr<Session>> sessions_;
+  std::unordered_map<uint64_t, std::shared_ptr<BufferRecord>> buffers_;
+  std::map<std::string, std::shared_ptr<ExportRecord>> exports_;
+  std::unordered_map<uint64_t, ServiceRecord> services_;
+  std::unordered_map<std::string, uint64_t> service_names_;
+  std::unordered_map<uint64_t, PendingCall> calls_;
+  std::priority_queue<std::pair<Clock::time_point, uint64_t>,
+                      std::vector<std::pair<Clock::time_point, uint64_t>>, std::greater<>>
+      call_deadlines_;
+  std::map<uint64_t, TransferOp> transfers_;
+  // Segments not yet mapped by their app, by name; unlinked when mapped or
+  // after attach_timeout_ms.
+  struct Unmapped {
+    uint64_t session = 0;
+    uint64_t buffer_id = 0;  // 0: the session's mailbox
+    Clock::time_point created;
+  };
+  std::map<std::string, Unmapped> unmapped_;
+  void UnlinkSegment(const std::string& name);
+  Clock::time_point last_sweep_;
+
+  std::array<OpStats, 7> op_stats_{};
+  uint64_t invalid_total_ = 0;
+  uint64_t ring_faults_total_ = 0;
+  uint64_t sessions_reaped_ = 0;
+};
+
+}  // namespace mcdma::daemon

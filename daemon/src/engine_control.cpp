@@ -1,0 +1,330 @@
+// Control-plane operations the gRPC handlers run on the engine thread:
+// sessions, buffers, exports, services. Engine thread only.
+#include <openssl/crypto.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "engine.hpp"
+#include "mcdma_internal/sys.hpp"
+
+namespace mcdma::daemon {
+namespace {
+
+Status ValidName(const std::string& name, const char* what) {
+  if (name.empty() || name.size() > 128) {
+    return Status(Code::kInvalid, std::string(what) + " name must be 1..128 characters");
+  }
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == ':' || c == '/' || c == '-';
+    if (!ok) {
+      return Status(Code::kInvalid, std::string(what) + " name '" + name +
+                                        "' has a character outside [A-Za-z0-9._:/-]");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<uint32_t> RingSize(uint32_t requested, uint32_t def, const char* field) {
+  if (requested == 0) return def;
+  if (!shm::IsPowerOfTwo(requested) || requested < 8 || requested > shm::kMaxRingEntries) {
+    return Status(Code::kInvalid, std::string(field) + " must be a power of two in [8, 65536], got " +
+                                      std::to_string(requested));
+  }
+  return requested;
+}
+
+}  // namespace
+
+Result<OpenedInfo> Engine::OpenSession(const HelloInfo& hello) {
+  if (draining_) return Status(Code::kUnavailable, "the daemon is draining (shutting down)");
+  if (sessions_.size() >= options_.max_sessions) {
+    return Status(Code::kBusy, "session limit reached (limits.max_sessions = " +
+                                   std::to_string(options_.max_sessions) + ")");
+  }
+  shm::MailboxGeometry geo{};
+  MCDMA_ASSIGN_OR_RETURN(geo.sq_entries, RingSize(hello.submission_entries, options_.submission_entries, "submission_entries"));
+  MCDMA_ASSIGN_OR_RETURN(geo.cq_entries, RingSize(hello.completion_entries, options_.completion_entries, "completion_entries"));
+  MCDMA_ASSIGN_OR_RETURN(geo.inbox_entries, RingSize(hello.inbox_entries, options_.inbox_entries, "inbox_entries"));
+  uint64_t arena = hello.arena_bytes == 0 ? options_.arena_bytes : hello.arena_bytes;
+  if (arena < 64 * 1024 || arena > options_.max_arena_bytes) {
+    return Status(Code::kInvalid, "arena_bytes must be in [65536, " + std::to_string(options_.max_arena_bytes) +
+                                      "], got " + std::to_string(arena));
+  }
+  geo.app_arena_bytes = arena / 2 / shm::kArenaUnit * shm::kArenaUnit;
+  geo.daemon_arena_bytes = geo.app_arena_bytes;
+  uint64_t id = next_id_++;
+  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::Create(id, geo, hello.uid));
+  s->token = RandomHex(16);
+  s->app_name = hello.app_name.substr(0, 128);
+  s->pid = hello.pid;
+  s->uid = hello.uid;
+  s->created = Clock::now();
+  OpenedInfo info{id, s->token, s->segment().name(), s->segment().size()};
+  unmapped_[info.mailbox_segment] = Unmapped{id, 0, s->created};
+  spdlog::get("engine")->info("session {} opened: app '{}' pid {} uid {} (sq {}, cq {}, inbox {}, arena {} KiB)",
+                              id, s->app_name, s->pid, s->uid, geo.sq_entries, geo.cq_entries,
+                              geo.inbox_entries, arena / 1024);
+  sessions_.emplace(id, std::move(s));
+  return info;
+}
+
+void Engine::SetStreamCanceller(uint64_t session, std::function<void()> cancel) {
+  if (Session* s = FindSession(session)) s->cancel_stream = std::move(cancel);
+}
+
+Status Engine::CheckToken(uint64_t session, const std::string& token) const {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return Status(Code::kNotFound, "no session " + std::to_string(session));
+  const std::string& want = it->second->token;
+  if (token.size() != want.size() || CRYPTO_memcmp(token.data(), want.data(), want.size()) != 0) {
+    return Status(Code::kPermissionDenied, "bad token for session " + std::to_string(session));
+  }
+  if (it->second->closing) return Status(Code::kUnavailable, "session is closing");
+  return Status::Ok();
+}
+
+void Engine::UnlinkSegment(const std::string& name) {
+  auto it = unmapped_.find(name);
+  if (it == unmapped_.end()) return;
+  if (it->second.buffer_id == 0) {
+    if (Session* s = FindSession(it->second.session)) s->segment().Unlink();
+  } else if (auto b = buffers_.find(it->second.buffer_id); b != buffers_.end()) {
+    b->second->segment.Unlink();
+  }
+  unmapped_.erase(it);
+}
+
+Status Engine::Mapped(uint64_t session, const std::string& segment) {
+  auto it = unmapped_.find(segment);
+  if (it == unmapped_.end() || it->second.session != session) {
+    return Status(Code::kNotFound, "segment " + segment + " is not an unmapped segment of this session");
+  }
+  UnlinkSegment(segment);
+  return Status::Ok();
+}
+
+void Engine::CloseSession(uint64_t id, Code reason) {
+  Session* s = FindSession(id);
+  if (s == nullptr) return;
+  s->closing = true;
+  s->MarkClosed(reason);
+  // Calls this session serves fail for their callers; its own calls vanish.
+  std::vector<uint64_t> served;
+  for (auto it = calls_.begin(); it != calls_.end();) {
+    if (it->second.server == id) {
+      served.push_back(it->first);
+      ++it;
+    } else if (it->second.caller == id) {
+      it = calls_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (uint64_t call : served) FailCall(call, Code::kPeerGone, "the serving app's session ended");
+  for (uint64_t sid : s->services) {
+    auto svc = services_.find(sid);
+    if (svc == services_.end()) continue;
+    service_names_.erase(svc->second.name);
+    services_.erase(svc);
+  }
+  for (const std::string& name : std::vector<std::string>(s->exports.begin(), s->exports.end())) {
+    RemoveExport(name, Code::kPeerGone);
+  }
+  for (auto& [h, handle] : s->handles) {
+    if (auto e = handle.target.lock()) --e->handles;
+  }
+  // Transfers keep their buffers alive until their posted pieces are done.
+  for (auto& [tid, op] : transfers_) {
+    if (op.session != id) continue;
+    op.completed = true;
+    if (op.error == Code::kOk) op.error = Code::kCancelled;
+  }
+  for (uint64_t bid : s->buffers) {
+    auto b = buffers_.find(bid);
+    if (b == buffers_.end()) continue;
+    unmapped_.erase(b->second->segment.name());
+    b->second->segment.Unlink();
+    buffers_.erase(b);
+  }
+  unmapped_.erase(s->segment().name());
+  ++sessions_reaped_;
+  spdlog::get("engine")->info("session {} ('{}', pid {}) closed ({}): {} buffers, {} exports, {} services reclaimed",
+                              id, s->app_name, s->pid, CodeName(reason), s->buffers.size(), s->exports.size(),
+                              s->services.size());
+  sessions_.erase(id);
+}
+
+void Engine::CloseAllSessions(Code reason) {
+  std::vector<uint64_t> ids;
+  for (auto& [id, s] : sessions_) ids.push_back(id);
+  for (uint64_t id : ids) {
+    if (Session* s = FindSession(id); s != nullptr && s->cancel_stream) s->cancel_stream();
+    CloseSession(id, reason);
+  }
+}
+
+Result<AllocInfo> Engine::Alloc(uint64_t session, uint64_t size) {
+  Session* s = FindSession(session);
+  if (s == nullptr) return Status(Code::kNotFound, "no session");
+  if (size == 0) return Status(Code::kInvalid, "buffer size must be > 0");
+  if (size > options_.max_buffer_bytes) {
+    return Status(Code::kNoMemory, "buffer of " + std::to_string(size) + " bytes exceeds limits.max_buffer_bytes (" +
+                                       std::to_string(options_.max_buffer_bytes) + ")");
+  }
+  if (s->buffers.size() >= options_.max_buffers_per_session) {
+    return Status(Code::kNoMemory, "session has limits.max_buffers_per_session (" +
+                                       std::to_string(options_.max_buffers_per_session) + ") buffers");
+  }
+  MCDMA_ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(ShmSegment::NewName("buf"), size, s->uid));
+  auto rec = std::make_shared<BufferRecord>();
+  rec->id = next_id_++;
+  rec->owner = session;
+  rec->created = Clock::now();
+  rec->segment = std::move(seg);
+  const driver::Caps& caps = device_->caps();
+  uint64_t piece = std::min<uint64_t>(rec->size(), caps.max_registration_bytes / PageSize() * PageSize());
+  if (piece == 0) return Status(Code::kInternal, "device registration limit is below one page");
+  rec->piece_bytes = piece;
+  for (uint64_t off = 0; off < rec->size(); off += piece) {
+    auto mr = device_->Register(rec->segment.data() + off, std::min(piece, rec->size() - off),
+                                driver::kAccessRemoteRead | driver::kAccessRemoteWrite);
+    if (!mr.ok()) return Status(mr.status().code(), "registering buffer: " + mr.status().message());
+    rec->pieces.push_back(std::move(mr).value());
+  }
+  AllocInfo info{rec->id, rec->segment.name(), rec->size()};
+  unmapped_[info.segment] = Unmapped{session, rec->id, rec->created};
+  s->buffers.insert(rec->id);
+  buffers_.emplace(rec->id, std::move(rec));
+  return info;
+}
+
+Status Engine::Free(uint64_t session, uint64_t buffer_id) {
+  Session* s = FindSession(session);
+  auto b = buffers_.find(buffer_id);
+  if (s == nullptr || b == buffers_.end() || b->second->owner != session) {
+    return Status(Code::kNotFound, "buffer " + std::to_string(buffer_id) + " is not owned by this session");
+  }
+  std::vector<std::string> revoke;
+  for (const std::string& name : s->exports) {
+    if (exports_.at(name)->buffer->id == buffer_id) revoke.push_back(name);
+  }
+  for (const auto& name : revoke) RemoveExport(name, Code::kRevoked);
+  unmapped_.erase(b->second->segment.name());
+  b->second->segment.Unlink();
+  buffers_.erase(b);
+  s->buffers.erase(buffer_id);
+  return Status::Ok();
+}
+
+Result<uint64_t> Engine::Export(uint64_t session, const ExportSpec& spec) {
+  MCDMA_RETURN_IF_ERROR(ValidName(spec.name, "export"));
+  Session* s = FindSession(session);
+  if (s == nullptr) return Status(Code::kNotFound, "no session");
+  if (exports_.count(spec.name) != 0) return Status(Code::kAlreadyExists, "export '" + spec.name + "' exists");
+  auto b = buffers_.find(spec.buffer_id);
+  if (b == buffers_.end() || b->second->owner != session) {
+    return Status(Code::kNotFound, "buffer " + std::to_string(spec.buffer_id) + " is not owned by this session");
+  }
+  uint64_t size = b->second->size();
+  if (spec.offset > size) return Status(Code::kOutOfRange, "export offset is past the buffer's end");
+  uint64_t length = spec.length == 0 ? size - spec.offset : spec.length;
+  if (length > size - spec.offset || length == 0) {
+    return Status(Code::kOutOfRange, "export range [" + std::to_string(spec.offset) + ", +" +
+                                         std::to_string(length) + ") is outside the buffer (" +
+                                         std::to_string(size) + " bytes)");
+  }
+  for (const auto& peer : spec.allowed_peers) MCDMA_RETURN_IF_ERROR(ValidName(peer, "peer"));
+  auto e = std::make_shared<ExportRecord>();
+  e->id = next_id_++;
+  e->name = spec.name;
+  e->owner = session;
+  e->buffer = b->second;
+  e->offset = spec.offset;
+  e->length = length;
+  e->allow_read = spec.allow_read;
+  e->allow_write = spec.allow_write;
+  e->allowed_peers = spec.allowed_peers;
+  if (spec.ttl_ms > 0) e->expires = Clock::now() + std::chrono::milliseconds(spec.ttl_ms);
+  exports_.emplace(spec.name, e);
+  s->exports.insert(spec.name);
+  return e->id;
+}
+
+void Engine::RemoveExport(const std::string& name, Code reason) {
+  auto it = exports_.find(name);
+  if (it == exports_.end()) return;
+  it->second->revoked = true;
+  if (Session* owner = FindSession(it->second->owner)) owner->exports.erase(name);
+  spdlog::get("engine")->debug("export '{}' removed ({})", name, CodeName(reason));
+  exports_.erase(it);
+}
+
+Status Engine::Unexport(uint64_t session, const std::string& name) {
+  auto it = exports_.find(name);
+  if (it == exports_.end()) return Status(Code::kNotFound, "no export '" + name + "'");
+  if (it->second->owner != session) return Status(Code::kPermissionDenied, "export '" + name + "' belongs to another session");
+  RemoveExport(name, Code::kRevoked);
+  return Status::Ok();
+}
+
+Result<ResolveInfo> Engine::Resolve(uint64_t session, const std::string& peer, const std::string& name) {
+  Session* s = FindSession(session);
+  if (s == nullptr) return Status(Code::kNotFound, "no session");
+  if (!peer.empty() && peer != options_.host_id) {
+    return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
+  }
+  auto it = exports_.find(name);
+  if (it == exports_.end() || it->second->revoked) return Status(Code::kNotFound, "no export '" + name + "'");
+  uint64_t handle = next_id_++;
+  s->handles.emplace(handle, RemoteHandle{it->second, it->second->id});
+  ++it->second->handles;
+  return ResolveInfo{handle, it->second->length, it->second->allow_read, it->second->allow_write};
+}
+
+Status Engine::ReleaseHandle(uint64_t session, uint64_t handle) {
+  Session* s = FindSession(session);
+  if (s == nullptr) return Status(Code::kNotFound, "no session");
+  auto it = s->handles.find(handle);
+  if (it == s->handles.end()) return Status(Code::kNotFound, "no remote handle " + std::to_string(handle));
+  if (auto e = it->second.target.lock()) --e->handles;
+  s->handles.erase(it);
+  return Status::Ok();
+}
+
+Result<uint64_t> Engine::Serve(uint64_t session, const std::string& service) {
+  MCDMA_RETURN_IF_ERROR(ValidName(service, "service"));
+  Session* s = FindSession(session);
+  if (s == nullptr) return Status(Code::kNotFound, "no session");
+  if (service_names_.count(service) != 0) {
+    return Status(Code::kAlreadyExists, "service '" + service + "' is already served on this host");
+  }
+  uint64_t id = next_id_++;
+  services_.emplace(id, ServiceRecord{id, service, session});
+  service_names_.emplace(service, id);
+  s->services.insert(id);
+  return id;
+}
+
+Status Engine::Unserve(uint64_t session, uint64_t service_id) {
+  auto it = services_.find(service_id);
+  if (it == services_.end() || it->second.session != session) {
+    return Status(Code::kNotFound, "service " + std::to_string(service_id) + " is not served by this session");
+  }
+  service_names_.erase(it->second.name);
+  if (Session* s = FindSession(session)) s->services.erase(service_id);
+  services_.erase(it);
+  return Status::Ok();
+}
+
+Result<uint64_t> Engine::LookupService(uint64_t session, const std::string& peer, const std::string& service) {
+  if (!peer.empty() && peer != options_.host_id) {
+    return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
+  }
+  auto it = service_names_.find(service);
+  if (it == service_names_.end()) return Status(Code::kNotFound, "no service '" + service + "' on this host");
+  return it->second;
+}
+
+}  // namespace mcdma::daemon

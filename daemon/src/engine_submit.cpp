@@ -1,0 +1,235 @@
+// The submission path: validating and carrying out what apps put in their
+// submission rings. Engine thread only.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine.hpp"
+
+namespace mcdma::daemon {
+namespace {
+constexpr uint32_t kBatchPerSession = 64;
+
+std::span<const std::byte> AsBytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+std::string Range(uint64_t off, uint64_t len) {
+  return "[" + std::to_string(off) + ", " + std::to_string(off) + "+" + std::to_string(len) + ")";
+}
+}  // namespace
+
+Clock::time_point Engine::DeadlineFor(const shm::SubmitDesc& d) const {
+  auto now = Clock::now();
+  if (d.timeout_us != 0) return now + std::chrono::microseconds(d.timeout_us);
+  return now + std::chrono::milliseconds(options_.default_timeout_ms);
+}
+
+bool Engine::ProcessSubmissions(Session& s) {
+  if (s.closing) return false;
+  // Backpressure: an app that does not drain its completions stops being
+  // served (only it) until it does.
+  if (s.backlog() > s.geometry().cq_entries) return false;
+  auto avail = s.Available();
+  if (!avail) {
+    uint32_t tail = s.header()->sq_tail.value.load(std::memory_order_acquire);
+    RingFault(s, "submission ring tail " + std::to_string(tail) + " is more than " +
+                     std::to_string(s.geometry().sq_entries) + " entries ahead of head " +
+                     std::to_string(s.sq_head()) + "; skipping to it");
+    if (!s.closing) s.ResyncSubmissions(tail);
+    return true;
+  }
+  if (*avail == 0) return false;
+  uint32_t n = std::min(*avail, kBatchPerSession);
+  for (uint32_t i = 0; i < n && !s.closing; ++i) {
+    Handle(s, s.CopySubmission(i), s.sq_head() + i);
+  }
+  s.Consume(n);
+  return true;
+}
+
+void Engine::Handle(Session& s, const shm::SubmitDesc& d, uint32_t index) {
+  ++s.counters.submitted;
+  if (d.opcode > static_cast<uint8_t>(shm::Op::kMaxOp)) {
+    Reject(s, d, Code::kInvalid, "unknown opcode " + std::to_string(d.opcode) + " in submission " +
+                                     std::to_string(index));
+    return;
+  }
+  auto op = static_cast<shm::Op>(d.opcode);
+  ++op_stats_[d.opcode].submitted;
+  switch (op) {
+    case shm::Op::kNop:
+      if ((d.flags & shm::kFlagNoCompletion) == 0) Complete(s, op, d.tag, Code::kOk, {});
+      else ++op_stats_[d.opcode].ok;
+      break;
+    case shm::Op::kCall:
+      HandleCall(s, d, /*one_way=*/false);
+      break;
+    case shm::Op::kNotify:
+      HandleCall(s, d, /*one_way=*/true);
+      break;
+    case shm::Op::kReply:
+      HandleReply(s, d);
+      break;
+    case shm::Op::kRead:
+    case shm::Op::kWrite:
+      HandleTransfer(s, d);
+      break;
+    case shm::Op::kRelease:
+      HandleRelease(s, d);
+      break;
+  }
+}
+
+void Engine::Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
+                      uint64_t bytes, std::span<const std::byte> payload) {
+  auto& stats = op_stats_[static_cast<size_t>(op)];
+  if (code == Code::kOk) {
+    ++stats.ok;
+    stats.bytes += bytes;
+  } else {
+    ++stats.failed;
+    // An error's payload is its message, so the app can say what was wrong.
+    if (payload.empty()) payload = AsBytes(message);
+  }
+  shm::EventDesc ev{};
+  ev.kind = static_cast<uint8_t>(shm::EventKind::kCompletion);
+  ev.op = static_cast<uint8_t>(op);
+  ev.status = static_cast<uint16_t>(code);
+  ev.tag = tag;
+  ev.bytes = bytes;
+  if (!s.Post(/*inbox=*/false, ev, payload, options_.max_backlog)) {
+    Evict(s, Code::kNoMemory, "the app does not consume its completions (backlog of " +
+                                  std::to_string(options_.max_backlog) + " reached)");
+  }
+}
+
+void Engine::Reject(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message) {
+  ++s.counters.invalid;
+  ++invalid_total_;
+  auto op = d.opcode <= static_cast<uint8_t>(shm::Op::kMaxOp) ? static_cast<shm::Op>(d.opcode) : shm::Op::kNop;
+  spdlog::get("engine")->debug("session {}: rejected submission: {}: {}", s.id(), CodeName(code), message);
+  Complete(s, op, d.tag, code, message);
+}
+
+void Engine::RingFault(Session& s, const std::string& message) {
+  ++s.counters.ring_faults;
+  ++ring_faults_total_;
+  spdlog::get("engine")->warn("session {} ({}): ring fault: {}", s.id(), s.app_name, message);
+  shm::EventDesc ev{};
+  ev.kind = static_cast<uint8_t>(shm::EventKind::kFault);
+  ev.status = static_cast<uint16_t>(Code::kOutOfRange);
+  ev.detail = s.sq_head();
+  (void)s.Post(/*inbox=*/false, ev, AsBytes(message), options_.max_backlog);
+  if (s.counters.ring_faults > options_.max_ring_faults) {
+    Evict(s, Code::kInvalid, "more than " + std::to_string(options_.max_ring_faults) + " ring faults");
+  }
+}
+
+void Engine::Evict(Session& s, Code reason, const std::string& message) {
+  if (s.closing) return;
+  s.closing = true;
+  spdlog::get("engine")->warn("session {} ({}, pid {}): closing it: {}: {}", s.id(), s.app_name, s.pid,
+                              CodeName(reason), message);
+  s.MarkClosed(reason);
+  if (s.cancel_stream) s.cancel_stream();
+}
+
+void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
+  if (!s.InAppHalf(d.payload_off, d.payload_len)) {
+    Reject(s, d, Code::kOutOfRange, "payload " + Range(d.payload_off, d.payload_len) +
+                                        " is outside the app half of the arena (" +
+                                        std::to_string(s.geometry().app_arena_bytes) + " bytes)");
+    return;
+  }
+  auto svc = services_.find(d.target);
+  if (svc == services_.end()) {
+    Reject(s, d, Code::kNotFound, "no service with id " + std::to_string(d.target) +
+                                      " (unserved, or its app exited)");
+    return;
+  }
+  Session* server = FindSession(svc->second.session);
+  if (server == nullptr || server->closing) {
+    Reject(s, d, Code::kPeerGone, "the app serving '" + svc->second.name + "' is gone");
+    return;
+  }
+  auto deadline = DeadlineFor(d);
+  auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+  shm::EventDesc ev{};
+  ev.kind = static_cast<uint8_t>(one_way ? shm::EventKind::kIncomingNotify : shm::EventKind::kIncomingCall);
+  ev.service_id = svc->first;
+  ev.source = s.id();
+  ev.timeout_us = static_cast<uint32_t>(std::clamp<int64_t>(left.count(), 1, UINT32_MAX));
+  uint64_t call_id = 0;
+  if (!one_way) {
+    call_id = next_id_++;
+    ev.call_id = call_id;
+  }
+  if (!server->Post(/*inbox=*/true, ev, s.AppPayload(d.payload_off, d.payload_len), options_.max_backlog)) {
+    Reject(s, d, Code::kBusy, "the inbox of '" + svc->second.name + "' is full");
+    return;
+  }
+  if (one_way) {
+    Complete(s, shm::Op::kNotify, d.tag, Code::kOk, {}, d.payload_len);
+    return;
+  }
+  calls_.emplace(call_id, PendingCall{s.id(), d.tag, server->id(), svc->first, deadline});
+  call_deadlines_.emplace(deadline, call_id);
+  ++s.inflight;
+}
+
+void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
+  if (!s.InAppHalf(d.payload_off, d.payload_len)) {
+    Reject(s, d, Code::kOutOfRange, "reply payload " + Range(d.payload_off, d.payload_len) +
+                                        " is outside the app half of the arena");
+    return;
+  }
+  if (d.status > static_cast<uint16_t>(Code::kSystem)) {
+    Reject(s, d, Code::kInvalid, "reply status " + std::to_string(d.status) + " is not a known code");
+    return;
+  }
+  auto it = calls_.find(d.target);
+  if (it == calls_.end() || it->second.server != s.id()) {
+    Reject(s, d, Code::kNotFound, "call " + std::to_string(d.target) +
+                                      " is not pending for this session (timed out, or its caller went away)");
+    return;
+  }
+  PendingCall call = it->second;
+  calls_.erase(it);
+  auto payload = s.AppPayload(d.payload_off, d.payload_len);
+  if (Session* caller = FindSession(call.caller); caller != nullptr && !caller->closing) {
+    --caller->inflight;
+    auto code = static_cast<Code>(d.status);
+    Complete(*caller, shm::Op::kCall, call.caller_tag, code,
+             std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()),
+             code == Code::kOk ? payload.size() : 0, payload);
+  }
+  if ((d.flags & shm::kFlagNoCompletion) == 0) {
+    Complete(s, shm::Op::kReply, d.tag, Code::kOk, {}, d.payload_len);
+  } else {
+    ++op_stats_[static_cast<size_t>(shm::Op::kReply)].ok;
+  }
+}
+
+void Engine::HandleRelease(Session& s, const shm::SubmitDesc& d) {
+  if (!s.Release(d.payload_off, d.payload_len)) {
+    Reject(s, d, Code::kInvalid, "RELEASE of " + Range(d.payload_off, d.payload_len) +
+                                     ", which is not a range the daemon delivered");
+    return;
+  }
+  ++op_stats_[static_cast<size_t>(shm::Op::kRelease)].ok;
+}
+
+void Engine::FailCall(uint64_t call_id, Code code, const std::string& message) {
+  auto it = calls_.find(call_id);
+  if (it == calls_.end()) return;
+  PendingCall call = it->second;
+  calls_.erase(it);
+  if (Session* caller = FindSession(call.caller); caller != nullptr && !caller->closing) {
+    --caller->inflight;
+    Complete(*caller, shm::Op::kCall, call.caller_tag, code, message);
+  }
+}
+
+}  // namespace mcdma::daemon

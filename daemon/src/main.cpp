@@ -1,0 +1,73 @@
+// mcdma-rpcd: parse, load, validate, run.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <spdlog/spdlog.h>
+
+#include "daemon.hpp"
+#include "options.hpp"
+
+int main(int argc, char** argv) {
+  using mcdma::daemon::Options;
+  Options defaults;
+  CLI::App app{"mcdma-rpcd: the mcdma link daemon (one per host)"};
+  app.option_defaults()->always_capture_default();
+  std::string config;
+  Options flags = defaults;
+  app.add_option("-c,--config", config, "TOML configuration file (flags override it)");
+  app.add_option("--socket", flags.socket, "control socket (default: $MCDMA_SOCKET, $XDG_RUNTIME_DIR/mcdma/rpcd.sock, /run/mcdma/rpcd.sock)");
+  app.add_option("--host-id", flags.host_id, "host id shown to peers (default: hostname)");
+  app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|critical|off");
+  app.add_option("--spin-budget-us", flags.spin_budget_us, "engine spin before sleeping, microseconds");
+  app.add_option("--arena-bytes", flags.arena_bytes, "default mailbox arena size per session");
+  app.add_option("--max-buffer-bytes", flags.max_buffer_bytes, "largest buffer an app may allocate");
+  app.add_option("--default-timeout-ms", flags.default_timeout_ms, "deadline for operations that set none");
+  app.add_option("--drain-timeout-ms", flags.drain_timeout_ms, "on SIGTERM, wait this long for in-flight work");
+  app.set_version_flag("--version", MCDMA_VERSION);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return e.get_exit_code() == 0 ? 0 : (rc == 0 ? 0 : 2);
+  }
+
+  Options options = defaults;
+  if (!config.empty()) {
+    mcdma::Status st = mcdma::daemon::LoadTomlFile(config, options);
+    if (!st.ok()) {
+      std::fprintf(stderr, "mcdma-rpcd: config: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
+  // Flags given on the command line override the file.
+  auto given = [&](const char* name) { return app.count(name) > 0; };
+  if (given("--socket")) options.socket = flags.socket;
+  if (given("--host-id")) options.host_id = flags.host_id;
+  if (given("--log-level")) options.log_level = flags.log_level;
+  if (given("--spin-budget-us")) options.spin_budget_us = flags.spin_budget_us;
+  if (given("--arena-bytes")) options.arena_bytes = flags.arena_bytes;
+  if (given("--max-buffer-bytes")) options.max_buffer_bytes = flags.max_buffer_bytes;
+  if (given("--default-timeout-ms")) options.default_timeout_ms = flags.default_timeout_ms;
+  if (given("--drain-timeout-ms")) options.drain_timeout_ms = flags.drain_timeout_ms;
+  if (mcdma::Status st = mcdma::daemon::Validate(options); !st.ok()) {
+    std::fprintf(stderr, "mcdma-rpcd: %s\n", st.message().c_str());
+    return 2;
+  }
+
+  // Every thread inherits this mask; RunDaemon waits for the signals.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  mcdma::daemon::SetUpLogging(options.log_level);
+  mcdma::Status st = mcdma::daemon::RunDaemon(options);
+  if (!st.ok()) {
+    spdlog::get("daemon")->critical("{}", st.ToString());
+    return 1;
+  }
+  return 0;
+}

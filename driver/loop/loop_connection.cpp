@@ -1,0 +1,301 @@
+// LoopConnection: queues, limits and the memcpy "wire" of the loop transport.
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "driver/loop/loop_state.hpp"
+
+namespace mcdma::driver::loop {
+namespace {
+
+// WorkCompletion::byte_len is 32-bit, as a verbs scatter/gather length is:
+// no single request may move more, whatever the caps say.
+constexpr uint64_t kMaxRequestBytes = std::numeric_limits<uint32_t>::max();
+
+// [offset, offset + length) lies within [0, size), without overflow.
+bool RangeWithin(uint64_t offset, uint64_t length, uint64_t size) {
+  return offset <= size && length <= size - offset;
+}
+
+std::string Message(const char* op, const std::string& what) {
+  return std::string(op) + ": " + what;
+}
+
+}  // namespace
+
+LoopConnection::LoopConnection(std::shared_ptr<DeviceState> state, std::string name,
+                               std::string peer_name)
+    : state_(std::move(state)), name_(std::move(name)), peer_name_(std::move(peer_name)) {
+  state_->names[name_] = this;
+}
+
+LoopConnection::~LoopConnection() {
+  // Nothing is flushed to the peer: its SENDs fail when it next progresses.
+  if (peer_ != nullptr) {
+    peer_->peer_ = nullptr;
+    peer_->peer_state_ = PeerState::kGone;
+  }
+  state_->names.erase(name_);
+}
+
+void LoopConnection::Pair(LoopConnection& a, LoopConnection& b) {
+  a.peer_ = &b;
+  b.peer_ = &a;
+  a.peer_state_ = PeerState::kPaired;
+  b.peer_state_ = PeerState::kPaired;
+}
+
+Status LoopConnection::CheckPeer(const char* op, bool allow_waiting) const {
+  if (peer_state_ == PeerState::kPaired) return Status::Ok();
+  if (peer_state_ == PeerState::kWaiting && allow_waiting) return Status::Ok();
+  return Status(Code::kLinkDown, Message(op, peer_state_ == PeerState::kWaiting
+                                                 ? "the peer has not connected yet"
+                                                 : "the peer connection was destroyed"));
+}
+
+Result<uint32_t> LoopConnection::CheckLocal(const char* op, const LocalSlice& slice) const {
+  if (slice.region == nullptr)
+    return Status(Code::kInvalid, Message(op, "local slice has no region"));
+  // Membership first: a foreign or destroyed region must not be dereferenced.
+  if (!state_->regions.contains(slice.region)) {
+    return Status(Code::kInvalid, Message(op, "local region is not registered on this device"));
+  }
+  if (!RangeWithin(slice.offset, slice.length, slice.region->length())) {
+    return Status(Code::kOutOfRange,
+                  Message(op, "local slice [" + std::to_string(slice.offset) + ", +" +
+                                  std::to_string(slice.length) + ") outside its region of " +
+                                  std::to_string(slice.region->length()) + " bytes"));
+  }
+  return slice.region->lkey();
+}
+
+Status LoopConnection::CheckLength(const char* op, uint64_t length, uint64_t limit,
+                                   const char* limit_name) const {
+  if (length > limit || length > kMaxRequestBytes) {
+    return Status(Code::kInvalid, Message(op, std::to_string(length) + " bytes exceeds " +
+                                                  limit_name + " (" + std::to_string(limit) + ")"));
+  }
+  return Status::Ok();
+}
+
+Status LoopConnection::CheckRoom(const char* op, uint32_t queued) const {
+  if (queued >= caps().max_outstanding) {
+    return Status(Code::kBusy, Message(op, "queue holds max_outstanding (" +
+                                               std::to_string(caps().max_outstanding) +
+                                               ") requests; reap completions first"));
+  }
+  return Status::Ok();
+}
+
+Status LoopConnection::PostSend(uint64_t wr_id, const LocalSlice& src) {
+  constexpr const char* kOp = "PostSend";
+  MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/false));
+  MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, src));
+  MCDMA_RETURN_IF_ERROR(
+      CheckLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
+  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, send_outstanding_));
+  send_queue_.push_back({.wr_id = wr_id,
+                         .op = WorkOp::kSend,
+                         .lkey = lkey,
+                         .offset = src.offset,
+                         .length = src.length,
+                         .remote = {}});
+  ++send_outstanding_;
+  return Status::Ok();
+}
+
+Status LoopConnection::PostRecv(uint64_t wr_id, const LocalSlice& dst) {
+  // Receives may be posted before the peer connects (the daemon pre-posts
+  // its slots right after Connect), but not once the peer is gone: nothing
+  // could ever complete them.
+  constexpr const char* kOp = "PostRecv";
+  MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/true));
+  MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, dst));
+  MCDMA_RETURN_IF_ERROR(CheckLength(kOp, dst.length, kMaxRequestBytes, "the 32-bit length"));
+  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, recv_outstanding_));
+  recv_queue_.push_back({.wr_id = wr_id,
+                         .op = WorkOp::kRecv,
+                         .lkey = lkey,
+                         .offset = dst.offset,
+                         .length = dst.length,
+                         .remote = {}});
+  ++recv_outstanding_;
+  return Status::Ok();
+}
+
+Status LoopConnection::PostWrite(uint64_t wr_id, const LocalSlice& src, const RemoteSlice& dst) {
+  constexpr const char* kOp = "PostWrite";
+  MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/false));
+  if (!caps().one_sided) {
+    return Status(Code::kInvalid,
+                  Message(kOp, "profile '" + caps().profile + "' has no one-sided operations"));
+  }
+  MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, src));
+  MCDMA_RETURN_IF_ERROR(
+      CheckLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
+  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, send_outstanding_));
+  send_queue_.push_back({.wr_id = wr_id,
+                         .op = WorkOp::kWrite,
+                         .lkey = lkey,
+                         .offset = src.offset,
+                         .length = src.length,
+                         .remote = dst});
+  ++send_outstanding_;
+  return Status::Ok();
+}
+
+Status LoopConnection::PostRead(uint64_t wr_id, const LocalSlice& dst, const RemoteSlice& src) {
+  constexpr const char* kOp = "PostRead";
+  MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/false));
+  if (!caps().one_sided || caps().max_outstanding_reads == 0) {
+    return Status(Code::kInvalid,
+                  Message(kOp, "profile '" + caps().profile + "' allows no RDMA READ"));
+  }
+  MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, dst));
+  MCDMA_RETURN_IF_ERROR(CheckLength(kOp, dst.length, caps().max_read_bytes, "max_read_bytes"));
+  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, send_outstanding_));
+  if (reads_outstanding_ >= caps().max_outstanding_reads) {
+    return Status(Code::kBusy, Message(kOp, "max_outstanding_reads (" +
+                                                std::to_string(caps().max_outstanding_reads) +
+                                                ") READs in flight; reap completions first"));
+  }
+  send_queue_.push_back({.wr_id = wr_id,
+                         .op = WorkOp::kRead,
+                         .lkey = lkey,
+                         .offset = dst.offset,
+                         .length = dst.length,
+                         .remote = src});
+  ++send_outstanding_;
+  ++reads_outstanding_;
+  return Status::Ok();
+}
+
+size_t LoopConnection::Poll(std::span<WorkCompletion> out) {
+  // Either side's Poll moves both queues, as a NIC progresses without being
+  // asked: a SEND waiting for a RECV completes once the receiver posts and
+  // polls, even if the sender is not polling.
+  Progress();
+  if (peer_ != nullptr) peer_->Progress();
+  size_t reaped = 0;
+  while (reaped < out.size() && !completions_.empty()) {
+    WorkCompletion& wc = completions_.front();
+    if (wc.op == WorkOp::kRecv) {
+      --recv_outstanding_;
+    } else {
+      --send_outstanding_;
+      if (wc.op == WorkOp::kRead) --reads_outstanding_;
+    }
+    out[reaped++] = std::move(wc);
+    completions_.pop_front();
+  }
+  return reaped;
+}
+
+void LoopConnection::Progress() {
+  while (!send_queue_.empty()) {
+    const LoopRequest& request = send_queue_.front();
+    if (request.op == WorkOp::kSend) {
+      if (!ExecuteSend(request)) return;
+    } else {
+      ExecuteOneSided(request);
+    }
+    send_queue_.pop_front();
+  }
+}
+
+bool LoopConnection::ExecuteSend(const LoopRequest& send) {
+  if (peer_ == nullptr) {
+    Complete(send, Code::kLinkDown, 0, "the peer connection was destroyed");
+    return true;
+  }
+  std::byte* src = LocalBytes(send);
+  if (src == nullptr) {
+    // Fails at the sender, before anything reaches the peer's RECV.
+    Complete(send, Code::kPermissionDenied, 0, "source region deregistered before the SEND ran");
+    return true;
+  }
+  if (peer_->recv_queue_.empty()) return false;
+  LoopRequest recv = peer_->recv_queue_.front();
+  peer_->recv_queue_.pop_front();
+  if (send.length > recv.length) {
+    Complete(send, Code::kOutOfRange, 0, "SEND larger than the peer's oldest posted RECV");
+    peer_->Complete(recv, Code::kOutOfRange, 0, "incoming SEND larger than this RECV");
+    return true;
+  }
+  std::byte* dst = peer_->LocalBytes(recv);
+  if (dst == nullptr) {
+    Complete(send, Code::kPermissionDenied, 0, "the peer's RECV region was deregistered");
+    peer_->Complete(recv, Code::kPermissionDenied, 0, "RECV region deregistered before a SEND");
+    return true;
+  }
+  if (send.length > 0) std::memmove(dst, src, send.length);
+  Complete(send, Code::kOk, send.length, {});
+  peer_->Complete(recv, Code::kOk, send.length, {});
+  return true;
+}
+
+void LoopConnection::ExecuteOneSided(const LoopRequest& request) {
+  const bool write = request.op == WorkOp::kWrite;
+  std::byte* local = LocalBytes(request);
+  if (local == nullptr) {
+    Complete(request, Code::kPermissionDenied, 0, "local region deregistered before it ran");
+    return;
+  }
+  Access remote =
+      ResolveRemote(request.remote, request.length, write ? kAccessRemoteWrite : kAccessRemoteRead);
+  if (remote.code != Code::kOk) {
+    Complete(request, remote.code, 0, remote.detail);
+    return;
+  }
+  // memmove: both ends may lie in one registration, overlapping.
+  if (request.length > 0) {
+    if (write) {
+      std::memmove(remote.bytes, local, request.length);
+    } else {
+      std::memmove(local, remote.bytes, request.length);
+    }
+  }
+  Complete(request, Code::kOk, request.length, {});
+}
+
+std::byte* LoopConnection::LocalBytes(const LoopRequest& request) const {
+  auto it = state_->by_lkey.find(request.lkey);
+  if (it == state_->by_lkey.end()) return nullptr;
+  const MemoryRegion* region = it->second;
+  if (!RangeWithin(request.offset, request.length, region->length())) return nullptr;
+  return region->addr() + request.offset;
+}
+
+LoopConnection::Access LoopConnection::ResolveRemote(const RemoteSlice& remote, uint64_t length,
+                                                     uint32_t need) const {
+  // The responder's checks, in a NIC's order. Details never carry the key or
+  // address: completions get logged.
+  auto it = state_->by_rkey.find(remote.rkey);
+  if (it == state_->by_rkey.end()) {
+    return {Code::kPermissionDenied, nullptr, "rkey names no live registration"};
+  }
+  const MemoryRegion* region = it->second;
+  if ((region->access() & need) != need) {
+    return {Code::kPermissionDenied, nullptr,
+            need == kAccessRemoteWrite ? "remote region does not allow remote writes"
+                                       : "remote region does not allow remote reads"};
+  }
+  if (!RangeWithin(remote.addr, length, region->length())) {
+    return {Code::kOutOfRange, nullptr, "remote range outside the registered region"};
+  }
+  return {Code::kOk, region->addr() + remote.addr, ""};
+}
+
+void LoopConnection::Complete(const LoopRequest& request, Code code, uint64_t bytes,
+                              std::string detail) {
+  completions_.push_back(WorkCompletion{
+      .wr_id = request.wr_id,
+      .op = request.op,
+      .code = code,
+      .byte_len = code == Code::kOk ? static_cast<uint32_t>(bytes) : 0,
+      .detail = std::move(detail),
+  });
+}
+
+}  // namespace mcdma::driver::loop

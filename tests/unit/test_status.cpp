@@ -1,0 +1,111 @@
+// Status, Result and Code names: the names are what the C ABI, the Python
+// binding and --json output carry; the numbers are in the shared-memory
+// protocol. Both must stay stable.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "mcdma/status.hpp"
+
+namespace mcdma {
+namespace {
+
+constexpr uint16_t kCodeCount = 16;
+
+TEST(Status, CodeNamesRoundTrip) {
+  std::set<std::string> names;
+  for (uint16_t i = 0; i < kCodeCount; ++i) {
+    Code code = static_cast<Code>(i);
+    std::string name = CodeName(code);
+    EXPECT_NE(name, "UNKNOWN") << "code " << i;
+    EXPECT_EQ(CodeFromName(name), code) << name;
+    names.insert(name);
+  }
+  EXPECT_EQ(names.size(), kCodeCount) << "two codes share a name";
+}
+
+TEST(Status, CodesKeepTheirWireNumbersAndNames) {
+  struct Expected {
+    Code code;
+    uint16_t number;
+    const char* name;
+  };
+  for (const Expected& e : {
+           Expected{Code::kOk, 0, "OK"},
+           Expected{Code::kInvalid, 1, "INVALID"},
+           Expected{Code::kOutOfRange, 2, "OUT_OF_RANGE"},
+           Expected{Code::kNotFound, 3, "NOT_FOUND"},
+           Expected{Code::kPermissionDenied, 4, "PERMISSION_DENIED"},
+           Expected{Code::kAlreadyExists, 5, "ALREADY_EXISTS"},
+           Expected{Code::kNoMemory, 6, "NO_MEMORY"},
+           Expected{Code::kTimeout, 7, "TIMEOUT"},
+           Expected{Code::kLinkDown, 8, "LINK_DOWN"},
+           Expected{Code::kPeerGone, 9, "PEER_GONE"},
+           Expected{Code::kRevoked, 10, "REVOKED"},
+           Expected{Code::kCancelled, 11, "CANCELLED"},
+           Expected{Code::kUnavailable, 12, "UNAVAILABLE"},
+           Expected{Code::kInternal, 13, "INTERNAL"},
+           Expected{Code::kBusy, 14, "BUSY"},
+           Expected{Code::kSystem, 15, "SYSTEM"},
+       }) {
+    EXPECT_EQ(static_cast<uint16_t>(e.code), e.number) << e.name;
+    EXPECT_STREQ(CodeName(e.code), e.name);
+  }
+}
+
+TEST(Status, UnknownCodeIsNamedUnknown) {
+  EXPECT_STREQ(CodeName(static_cast<Code>(kCodeCount)), "UNKNOWN");
+  EXPECT_STREQ(CodeName(static_cast<Code>(0xffff)), "UNKNOWN");
+}
+
+TEST(Status, UnknownNameMapsToInternal) {
+  EXPECT_EQ(CodeFromName(""), Code::kInternal);
+  EXPECT_EQ(CodeFromName("UNKNOWN"), Code::kInternal);
+  EXPECT_EQ(CodeFromName("timeout"), Code::kInternal) << "names are case-sensitive";
+  EXPECT_EQ(CodeFromName("TIMEOUT "), Code::kInternal);
+}
+
+TEST(Status, ToStringNamesCodeAndMessage) {
+  EXPECT_EQ(Status::Ok().ToString(), "OK");
+  EXPECT_TRUE(Status().ok());
+  Status timeout(Code::kTimeout, "call to 'echo' after 5 ms");
+  EXPECT_FALSE(timeout.ok());
+  EXPECT_EQ(timeout.code(), Code::kTimeout);
+  EXPECT_EQ(timeout.ToString(), "TIMEOUT: call to 'echo' after 5 ms");
+  EXPECT_EQ(Status(Code::kBusy, "").ToString(), "BUSY");
+}
+
+Status FailIf(bool fail) {
+  if (fail) return Status(Code::kNotFound, "no such buffer");
+  return Status::Ok();
+}
+
+Result<int> Half(int v) {
+  if (v % 2 != 0) return Status(Code::kInvalid, "odd");
+  return v / 2;
+}
+
+Result<int> Quarter(int v) {
+  MCDMA_RETURN_IF_ERROR(FailIf(v < 0));
+  MCDMA_ASSIGN_OR_RETURN(int half, Half(v));
+  MCDMA_ASSIGN_OR_RETURN(int quarter, Half(half));
+  return quarter;
+}
+
+TEST(Status, ResultCarriesValueOrStatusThroughMacros) {
+  Result<int> ok = Quarter(12);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, 3);
+  EXPECT_TRUE(ok.status().ok());
+
+  Result<int> odd = Quarter(6);
+  EXPECT_EQ(odd.status().code(), Code::kInvalid);
+  EXPECT_EQ(odd.status().message(), "odd");
+
+  EXPECT_EQ(Quarter(-4).status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace mcdma
