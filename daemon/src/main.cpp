@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-buffer-bytes", flags.max_buffer_bytes, "largest buffer an app may allocate");
   app.add_option("--default-timeout-ms", flags.default_timeout_ms, "deadline for operations that set none");
   app.add_option("--drain-timeout-ms", flags.drain_timeout_ms, "on SIGTERM, wait this long for in-flight work");
+  bool check_only = false;
+  app.add_flag("--check", check_only, "validate the configuration and flags, print the result, exit");
   app.set_version_flag("--version", MCDMA_VERSION);
   try {
     app.parse(argc, argv);
@@ -53,6 +55,11 @@ int main(int argc, char** argv) {
   if (mcdma::Status st = mcdma::daemon::Validate(options); !st.ok()) {
     std::fprintf(stderr, "mcdma-rpcd: %s\n", st.message().c_str());
     return 2;
+  }
+
+  if (check_only) {
+    std::printf("configuration OK: socket %s, host id '%s'\n", options.socket.c_str(), options.host_id.c_str());
+    return 0;
   }
 
   // Every thread inherits this mask; RunDaemon waits for the signals.

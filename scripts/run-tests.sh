@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test (unit and
+# integration, against real daemons and real client processes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" = 0 ]; then bash scripts/install-deps.sh; fi
+bash scripts/build.sh build
+ctest --test-dir build --output-on-failure --timeout 900
