@@ -17,6 +17,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -190,7 +191,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   std::mutex handlers_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<Handler>> handlers_;  // GUARDED_BY(handlers_mu_)
-  std::unordered_map<std::string, uint64_t> service_ids_;            // GUARDED_BY(handlers_mu_)
+  std::map<std::string, uint64_t, std::less<>> service_ids_;        // GUARDED_BY(handlers_mu_)
 
   // Handler threads (options.handler_threads > 0).
   std::mutex work_mu_;

@@ -244,12 +244,12 @@ Status ClientCore::RemoveHandler(uint64_t service_id) {
 }
 
 Result<uint64_t> ClientCore::ServiceId(std::string_view name, bool refresh) {
-  std::string key(name);
   {
     std::lock_guard lock(handlers_mu_);
-    auto it = service_ids_.find(key);
+    auto it = service_ids_.find(name);
     if (it != service_ids_.end() && !refresh) return it->second;
   }
+  std::string key(name);
   MCDMA_RETURN_IF_ERROR(CheckOpen());
   // "peer/service" names a service on another host (peers come with links).
   std::string peer;

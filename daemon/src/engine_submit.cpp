@@ -58,6 +58,11 @@ void Engine::Handle(Session& s, const shm::SubmitDesc& d, uint32_t index) {
   }
   auto op = static_cast<shm::Op>(d.opcode);
   ++op_stats_[d.opcode].submitted;
+  // Draining: finish what is in flight (replies still go through), start nothing new.
+  if (draining_ && (op == shm::Op::kCall || op == shm::Op::kNotify || op == shm::Op::kRead || op == shm::Op::kWrite)) {
+    Reject(s, d, Code::kUnavailable, "the daemon is draining (shutting down)");
+    return;
+  }
   switch (op) {
     case shm::Op::kNop:
       if ((d.flags & shm::kFlagNoCompletion) == 0) Complete(s, op, d.tag, Code::kOk, {});

@@ -91,7 +91,10 @@ class [[nodiscard]] Result {
 #define MCDMA_CONCAT_(a, b) MCDMA_CONCAT_INNER_(a, b)
 #define MCDMA_ASSIGN_OR_RETURN(lhs, expr) \
   MCDMA_ASSIGN_OR_RETURN_IMPL_(MCDMA_CONCAT_(mcdma_result_, __LINE__), lhs, expr)
+// `lhs` may be a declaration ("auto x"), so it cannot be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define MCDMA_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                 \
   if (!tmp.ok()) return tmp.status();                \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -1,0 +1,204 @@
+// mcdma_bench_local: the local call round trip through mcdma-rpcd, side by
+// side with what an app could use instead (raw shared memory, a Unix
+// socket, gRPC), in one run. See bench/README.md.
+//
+// The same binary is every process of the run: without a subcommand it is
+// the orchestrator; `child --role R` (hidden) is one endpoint, started by
+// the orchestrator with fork + exec. Exit codes: 0 every mechanism ran (and
+// the target was met, with --require-target), 1 failure, 2 usage.
+#include <sys/utsname.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "baselines.hpp"
+#include "daemon_path.hpp"
+#include "orchestrator.hpp"
+#include "report.hpp"
+
+namespace {
+
+constexpr size_t kMaxPayload = 16u << 20;
+constexpr double kTargetFactor = 5.0;
+
+int RunChild(const bench::RoleOptions& options) {
+  static const std::map<std::string, int (*)(const bench::RoleOptions&)> kRoles = {
+      {"daemon-server", bench::RunDaemonServer}, {"daemon-client", bench::RunDaemonClient},
+      {"shm-server", bench::RunShmServer},       {"shm-client", bench::RunShmClient},
+      {"uds-server", bench::RunUdsServer},       {"uds-client", bench::RunUdsClient},
+      {"grpc-server", bench::RunGrpcServer},     {"grpc-client", bench::RunGrpcClient},
+  };
+  auto it = kRoles.find(options.role);
+  if (it == kRoles.end()) {
+    fprintf(stderr, "mcdma_bench_local: unknown role '%s'\n", options.role.c_str());
+    return 2;
+  }
+  return it->second(options);
+}
+
+std::string KernelName() {
+  utsname u;
+  if (uname(&u) != 0) return "unknown";
+  return std::string(u.sysname) + " " + u.release;
+}
+
+// Orchestrator options, each with its default.
+struct Options {
+  int iterations = 20000;
+  int warmup = 2000;
+  std::vector<size_t> payloads = {64, 4096};
+  std::vector<std::string> mechanisms = {"daemon", "shm", "uds", "grpc"};
+  std::string daemon;  // empty: <dir of this binary>/../daemon/mcdma-rpcd
+  std::string json;    // empty: no JSON file
+  int timeout_ms = 5000;
+  int run_limit_s = 300;
+  bool require_target = false;
+};
+
+int RunOrchestrator(const Options& options) {
+  auto self = bench::SelfExePath();
+  if (!self.ok()) {
+    fprintf(stderr, "mcdma_bench_local: %s\n", self.status().message().c_str());
+    return 1;
+  }
+  bench::Plan plan;
+  plan.self_exe = *self;
+  plan.daemon_path =
+      options.daemon.empty()
+          ? (std::filesystem::path(*self).parent_path() / ".." / "daemon" / "mcdma-rpcd")
+                .lexically_normal()
+                .string()
+          : options.daemon;
+  plan.payloads = options.payloads;
+  plan.iterations = options.iterations;
+  plan.warmup = options.warmup;
+  plan.timeout_ms = options.timeout_ms;
+  plan.run_limit_ms = options.run_limit_s * 1000;
+
+  auto dir = bench::TempDir::Create("mcdma-bench");
+  if (!dir.ok()) {
+    fprintf(stderr, "mcdma_bench_local: %s\n", dir.status().message().c_str());
+    return 1;
+  }
+
+  std::vector<bench::Row> rows;
+  bool all_ok = true;
+  for (const bench::MechanismInfo& m : bench::AllMechanisms()) {
+    if (std::find(options.mechanisms.begin(), options.mechanisms.end(), m.key) ==
+        options.mechanisms.end())
+      continue;
+    fprintf(stderr, "mcdma_bench_local: running %s ...\n", m.key);
+    auto sets = bench::RunMechanism(m.mechanism, plan, *dir);
+    if (!sets.ok()) {
+      all_ok = false;
+      fprintf(stderr, "mcdma_bench_local: %s failed: %s\n", m.key, sets.status().message().c_str());
+    }
+    for (size_t i = 0; i < plan.payloads.size(); ++i) {
+      bench::Row row;
+      row.mechanism = m.key;
+      row.label = m.label;
+      row.transport = m.transport;
+      row.payload = plan.payloads[i];
+      row.ok = sets.ok();
+      if (row.ok) {
+        row.summary = bench::Summarize((*sets)[i].nanos);
+      } else {
+        row.error = sets.status().message();
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  // Group by payload so each block reads as one comparison.
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const bench::Row& a, const bench::Row& b) { return a.payload < b.payload; });
+
+  printf("local call round trip: %d round trips per row after %d warm-up, %u CPUs, %s\n",
+         plan.iterations, plan.warmup, std::thread::hardware_concurrency(), KernelName().c_str());
+  bench::PrintTable(stdout, rows, "daemon");
+  bench::Verdict verdict =
+      bench::EvaluateTarget(rows, plan.payloads, "daemon", "grpc", kTargetFactor);
+  printf("%s\n", verdict.line.c_str());
+  fflush(stdout);
+
+  if (!options.json.empty()) {
+    bench::RunInfo info{plan.iterations,
+                        plan.warmup,
+                        plan.payloads,
+                        plan.daemon_path,
+                        std::thread::hardware_concurrency(),
+                        KernelName()};
+    mcdma::Status st = bench::WriteJson(options.json, info, rows, "daemon", verdict);
+    if (!st.ok()) {
+      fprintf(stderr, "mcdma_bench_local: %s\n", st.message().c_str());
+      return 1;
+    }
+  }
+  if (!all_ok) return 1;
+  return options.require_target && !verdict.met ? 1 : 0;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"Local call round trip through mcdma-rpcd vs shared memory, a Unix socket and gRPC"};
+  app.option_defaults()->always_capture_default();
+  Options options;
+  app.add_option("--iterations", options.iterations, "Timed round trips per mechanism and payload")
+      ->check(CLI::Range(1, 100000000));
+  app.add_option("--warmup", options.warmup, "Untimed round trips before them")
+      ->check(CLI::Range(0, 100000000));
+  app.add_option("--payloads", options.payloads, "Payload sizes in bytes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(size_t{1}, kMaxPayload));
+  app.add_option("--mechanisms", options.mechanisms, "Which to run: daemon, shm, uds, grpc")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"daemon", "shm", "uds", "grpc"}));
+  app.add_option("--daemon", options.daemon,
+                 "mcdma-rpcd binary (default: <bench dir>/../daemon/mcdma-rpcd)");
+  app.add_option("--json", options.json, "Also write the results as JSON to this file");
+  app.add_option("--timeout-ms", options.timeout_ms, "Deadline of one round trip")
+      ->check(CLI::Range(1, 600000));
+  app.add_option("--run-limit", options.run_limit_s, "Seconds one mechanism's client may run")
+      ->check(CLI::Range(1, 86400));
+  app.add_flag("--require-target", options.require_target, "Exit 1 when the 5x target is not met");
+
+  // The endpoint processes; not for people (hidden from --help).
+  bench::RoleOptions role;
+  CLI::App* child = app.add_subcommand("child", "")->group("");
+  child->add_option("--role", role.role)->required();
+  child->add_option("--fd", role.fd);
+  child->add_option("--ready-fd", role.ready_fd);
+  child->add_option("--lifeline-fd", role.lifeline_fd);
+  child->add_option("--socket", role.socket);
+  child->add_option("--out", role.out);
+  child->add_option("--payloads", role.payloads)->delimiter(',');
+  child->add_option("--iterations", role.iterations);
+  child->add_option("--warmup", role.warmup);
+  child->add_option("--timeout-ms", role.timeout_ms);
+  child->add_option("--run-limit-ms", role.run_limit_ms);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  if (child->parsed()) return RunChild(role);
+  return RunOrchestrator(options);
+}
+
+}  // namespace
+
+// Exceptions (std::bad_alloc, a filesystem error) end the run as a failure
+// with a message, never as std::terminate.
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "mcdma_bench_local: %s\n", e.what());
+  } catch (...) {
+    fprintf(stderr, "mcdma_bench_local: unknown exception\n");
+  }
+  return 1;
+}

@@ -1,0 +1,59 @@
+// Turning per-mechanism samples into the side-by-side table, the target
+// verdict and the --json file.
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness.hpp"
+
+namespace bench {
+
+// One table row: a mechanism at one payload size. A mechanism that failed
+// has ok = false and the reason in `error`; its figures are absent.
+struct Row {
+  std::string mechanism;  // stable key: "daemon", "shm", "uds", "grpc"
+  std::string label;      // human name shown in the table
+  std::string transport;  // what carried the bytes (DESIGN: every row says)
+  size_t payload = 0;
+  bool ok = false;
+  std::string error;
+  Summary summary;
+};
+
+// p50 of `row` divided by the p50 of the `reference` mechanism at the same
+// payload; empty when either is missing or failed.
+std::optional<double> RatioToReference(const std::vector<Row>& rows, const Row& row,
+                                       const std::string& reference);
+
+// "daemon call p50 at least `factor` x faster than <other> p50", per payload.
+struct Verdict {
+  bool measured = false;  // every payload had both figures
+  bool met = false;
+  std::string description;  // "daemon call p50 at least 5x faster than gRPC unary p50"
+  std::string line;         // the final line of the report
+};
+Verdict EvaluateTarget(const std::vector<Row>& rows, const std::vector<size_t>& payloads,
+                       const std::string& reference, const std::string& other, double factor);
+
+void PrintTable(FILE* out, const std::vector<Row>& rows, const std::string& reference);
+
+// Everything a script needs to compare runs: the settings, every row (with
+// min/mean/max as well), and the verdict.
+struct RunInfo {
+  int iterations = 0;
+  int warmup = 0;
+  std::vector<size_t> payloads;
+  std::string daemon_path;
+  unsigned cpus = 0;
+  std::string kernel;
+};
+mcdma::Status WriteJson(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
+                        const std::string& reference, const Verdict& verdict);
+
+// "64 B", "4 KiB", "1 MiB" (exact multiples only; otherwise bytes).
+std::string FormatBytes(size_t bytes);
+
+}  // namespace bench
