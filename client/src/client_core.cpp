@@ -169,6 +169,7 @@ void ClientCore::StreamLoop() {
 
 Status ClientCore::CheckOpen() const {
   if (closed_.load()) {
+    std::lock_guard lock(ops_mu_);
     return Status(Code::kUnavailable, closed_message_.empty() ? "the session is closed" : closed_message_);
   }
   return Status::Ok();

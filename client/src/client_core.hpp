@@ -36,8 +36,6 @@ namespace mcdma::internal {
 
 using Clock = std::chrono::steady_clock;
 
-struct BatchState;
-
 // One submitted operation awaiting its completion.
 struct OpState {
   std::atomic<uint32_t> done{0};     // futex word: 1 once completed
@@ -54,22 +52,10 @@ struct OpState {
   uint32_t request_off = 0;
   uint32_t request_len = 0;
   Clock::time_point deadline;
-  std::shared_ptr<BatchState> batch;
   std::mutex callback_mu;
   std::function<void(OpState&)> callback;  // GUARDED_BY(callback_mu)
   bool callback_ran = false;               // GUARDED_BY(callback_mu)
   std::weak_ptr<ClientCore> core;
-};
-
-// A batch: one OpState for the caller, completed when every piece has.
-struct BatchState {
-  std::mutex mu;
-  size_t remaining = 0;
-  uint64_t bytes = 0;
-  Code first_error = Code::kOk;
-  size_t first_error_index = SIZE_MAX;
-  std::string first_message;
-  std::shared_ptr<OpState> total;
 };
 
 struct BufferState {
@@ -178,7 +164,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::vector<std::pair<uint32_t, uint32_t>> release_queue_;
 
   // Ops in flight by tag. GUARDED_BY(ops_mu_).
-  std::mutex ops_mu_;
+  mutable std::mutex ops_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<OpState>> ops_;
   uint64_t next_tag_ = 1;
 

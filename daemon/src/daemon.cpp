@@ -96,7 +96,13 @@ Status RunDaemon(const Options& options) {
     engine.Stop();
     return Status(Code::kSystem, "cannot listen on " + options.socket);
   }
-  chmod(options.socket.c_str(), geteuid() == 0 ? 0660 : 0600);
+  // The socket's directory decides who may connect: a group-accessible
+  // directory (the service's RuntimeDirectoryMode=0750, group mcdma) gets a
+  // group-accessible socket; a private one (a user instance) a private socket.
+  struct stat dir_st {};
+  std::string dir = std::filesystem::path(options.socket).parent_path().string();
+  bool group = stat(dir.empty() ? "." : dir.c_str(), &dir_st) == 0 && (dir_st.st_mode & 0070) != 0;
+  chmod(options.socket.c_str(), group ? 0660 : 0600);
   log->info("mcdma-rpcd {} serving on {} as host '{}' (transport: loop)", MCDMA_VERSION, options.socket,
             options.host_id);
   NotifyServiceManager("READY=1\nSTATUS=serving");

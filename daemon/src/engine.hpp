@@ -219,7 +219,7 @@ class Engine {
 
   std::array<OpStats, 7> op_stats_{};
   uint64_t invalid_total_ = 0;
-  uint64_t ring_faults_total_ = 0;
+  uint64_t ring_faults_closed_ = 0;  // of sessions already closed
   uint64_t sessions_reaped_ = 0;
 };
 

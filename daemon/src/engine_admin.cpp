@@ -34,7 +34,9 @@ void Engine::FillStatus(v1::StatusReply* out) const {
     c->set_bytes(op_stats_[i].bytes);
   }
   out->set_invalid_descriptors(invalid_total_);
-  out->set_ring_faults(ring_faults_total_);
+  uint64_t faults = ring_faults_closed_;
+  for (const auto& [id, s] : sessions_) faults += s->counters.ring_faults;
+  out->set_ring_faults(faults);
   out->set_sessions_reaped(sessions_reaped_);
   const driver::Caps& caps = device_->caps();
   auto* t = out->add_transports();

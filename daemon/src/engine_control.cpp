@@ -26,13 +26,14 @@ Status ValidName(const std::string& name, const char* what) {
   return Status::Ok();
 }
 
-Result<uint32_t> RingSize(uint32_t requested, uint32_t def, const char* field) {
-  if (requested == 0) return def;
+// 0 asks for the configured size, which is also the maximum.
+Result<uint32_t> RingSize(uint32_t requested, uint32_t configured, const char* field) {
+  if (requested == 0) return configured;
   if (!shm::IsPowerOfTwo(requested) || requested < 8 || requested > shm::kMaxRingEntries) {
     return Status(Code::kInvalid, std::string(field) + " must be a power of two in [8, 65536], got " +
                                       std::to_string(requested));
   }
-  return requested;
+  return std::min(requested, configured);
 }
 
 }  // namespace
@@ -108,8 +109,9 @@ Status Engine::Mapped(uint64_t session, const std::string& segment) {
 void Engine::CloseSession(uint64_t id, Code reason) {
   Session* s = FindSession(id);
   if (s == nullptr) return;
+  // An evicted session already carries its reason; keep it.
+  if (!s->closing) s->MarkClosed(reason);
   s->closing = true;
-  s->MarkClosed(reason);
   // Calls this session serves fail for their callers; its own calls vanish.
   std::vector<uint64_t> served;
   for (auto it = calls_.begin(); it != calls_.end();) {
@@ -150,6 +152,7 @@ void Engine::CloseSession(uint64_t id, Code reason) {
   }
   unmapped_.erase(s->segment().name());
   ++sessions_reaped_;
+  ring_faults_closed_ += s->counters.ring_faults;
   spdlog::get("engine")->info("session {} ('{}', pid {}) closed ({}): {} buffers, {} exports, {} services reclaimed",
                               id, s->app_name, s->pid, CodeName(reason), s->buffers.size(), s->exports.size(),
                               s->services.size());

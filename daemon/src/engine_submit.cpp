@@ -28,9 +28,14 @@ Clock::time_point Engine::DeadlineFor(const shm::SubmitDesc& d) const {
 
 bool Engine::ProcessSubmissions(Session& s) {
   if (s.closing) return false;
+  if (s.counters.ring_faults > options_.max_ring_faults) {
+    Evict(s, Code::kInvalid, "more than " + std::to_string(options_.max_ring_faults) + " ring faults");
+    return false;
+  }
   // Backpressure: an app that does not drain its completions stops being
-  // served (only it) until it does.
-  if (s.backlog() > s.geometry().cq_entries) return false;
+  // served (only it) until it does. Only the completion backlog counts: an
+  // inbox backlog drains through RELEASEs, which must keep flowing.
+  if (s.completion_backlog() > s.geometry().cq_entries) return false;
   auto avail = s.Available();
   if (!avail) {
     uint32_t tail = s.header()->sq_tail.value.load(std::memory_order_acquire);
@@ -52,6 +57,7 @@ bool Engine::ProcessSubmissions(Session& s) {
 void Engine::Handle(Session& s, const shm::SubmitDesc& d, uint32_t index) {
   ++s.counters.submitted;
   if (d.opcode > static_cast<uint8_t>(shm::Op::kMaxOp)) {
+    ++op_stats_[0].submitted;  // counted (and failed) as "nop": it did nothing
     Reject(s, d, Code::kInvalid, "unknown opcode " + std::to_string(d.opcode) + " in submission " +
                                      std::to_string(index));
     return;
@@ -120,7 +126,6 @@ void Engine::Reject(Session& s, const shm::SubmitDesc& d, Code code, const std::
 
 void Engine::RingFault(Session& s, const std::string& message) {
   ++s.counters.ring_faults;
-  ++ring_faults_total_;
   spdlog::get("engine")->warn("session {} ({}): ring fault: {}", s.id(), s.app_name, message);
   shm::EventDesc ev{};
   ev.kind = static_cast<uint8_t>(shm::EventKind::kFault);
@@ -159,6 +164,11 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
     Reject(s, d, Code::kPeerGone, "the app serving '" + svc->second.name + "' is gone");
     return;
   }
+  if (d.payload_len > server->geometry().daemon_arena_bytes) {
+    Reject(s, d, Code::kNoMemory, "payload of " + std::to_string(d.payload_len) + " bytes is larger than the arena of the app serving '" +
+                                      svc->second.name + "' (" + std::to_string(server->geometry().daemon_arena_bytes) + " bytes)");
+    return;
+  }
   auto deadline = DeadlineFor(d);
   auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
   shm::EventDesc ev{};
@@ -176,7 +186,13 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
     return;
   }
   if (one_way) {
-    Complete(s, shm::Op::kNotify, d.tag, Code::kOk, {}, d.payload_len);
+    if ((d.flags & shm::kFlagNoCompletion) == 0) {
+      Complete(s, shm::Op::kNotify, d.tag, Code::kOk, {}, d.payload_len);
+    } else {
+      auto& stats = op_stats_[static_cast<size_t>(shm::Op::kNotify)];
+      ++stats.ok;
+      stats.bytes += d.payload_len;
+    }
     return;
   }
   calls_.emplace(call_id, PendingCall{s.id(), d.tag, server->id(), svc->first, deadline});
@@ -203,7 +219,16 @@ void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
   PendingCall call = it->second;
   calls_.erase(it);
   auto payload = s.AppPayload(d.payload_off, d.payload_len);
-  if (Session* caller = FindSession(call.caller); caller != nullptr && !caller->closing) {
+  Session* caller = FindSession(call.caller);
+  if (caller != nullptr && !caller->closing && d.payload_len > caller->geometry().daemon_arena_bytes) {
+    std::string why = "reply of " + std::to_string(d.payload_len) + " bytes is larger than the caller's arena (" +
+                      std::to_string(caller->geometry().daemon_arena_bytes) + " bytes)";
+    --caller->inflight;
+    Complete(*caller, shm::Op::kCall, call.caller_tag, Code::kNoMemory, why);
+    Reject(s, d, Code::kNoMemory, why);
+    return;
+  }
+  if (caller != nullptr && !caller->closing) {
     --caller->inflight;
     auto code = static_cast<Code>(d.status);
     Complete(*caller, shm::Op::kCall, call.caller_tag, code,

@@ -69,16 +69,17 @@ bool Session::TryPost(bool inbox, const shm::EventDesc& event, std::span<const s
   const auto& head_word = inbox ? header_->inbox_head : header_->cq_head;
   uint32_t head = head_word.value.load(std::memory_order_acquire);
   uint32_t used = tail - head;
+  bool& fault_reported = inbox ? inbox_fault_reported_ : cq_fault_reported_;
   if (used > entries) {
     // The app wrote a consumer index that is ahead of what was produced or
     // too far behind: treat the ring as full until it says something sane.
-    if (!cq_fault_reported_) {
+    if (!fault_reported) {
       ++counters.ring_faults;
-      cq_fault_reported_ = true;
+      fault_reported = true;
     }
     return false;
   }
-  cq_fault_reported_ = false;
+  fault_reported = false;
   if (used == entries) return false;
   shm::EventDesc ev = event;
   ev.payload_len = static_cast<uint32_t>(payload.size());

@@ -67,6 +67,7 @@ class Session {
   // Retries queued events; true if any went out.
   bool FlushBacklog();
   size_t backlog() const { return cq_backlog_.size() + inbox_backlog_.size(); }
+  size_t completion_backlog() const { return cq_backlog_.size(); }
   // Wakes the app if it sleeps.
   void RingApp();
 
@@ -115,7 +116,9 @@ class Session {
   uint32_t sq_head_ = 0;
   uint32_t cq_tail_ = 0;
   uint32_t inbox_tail_ = 0;
+  // A bad consumer index is counted once per episode, per ring.
   bool cq_fault_reported_ = false;
+  bool inbox_fault_reported_ = false;
   ArenaAllocator daemon_arena_;
   std::deque<QueuedEvent> cq_backlog_;
   std::deque<QueuedEvent> inbox_backlog_;

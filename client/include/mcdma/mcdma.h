@@ -54,8 +54,11 @@ void mcdma_close(mcdma_client* client);
 mcdma_code mcdma_call_service(mcdma_client* client, const char* service, const void* request,
                               size_t request_len, uint32_t timeout_ms, void** reply, size_t* reply_len);
 void mcdma_free_reply(void* reply);
-/* Asynchronous call: `done` runs once with the result on a library thread;
- * the reply pointer is valid only during the callback. */
+/* Asynchronous call: `done` runs exactly once with the result — on the
+ * library's progress thread, on an app thread that is waiting on another
+ * operation of this client, or immediately on the calling thread if the call
+ * could not be submitted. It must not block. The reply pointer is valid only
+ * during the callback. */
 typedef void (*mcdma_call_done)(void* user, mcdma_code code, const void* reply, size_t reply_len);
 mcdma_code mcdma_call_async(mcdma_client* client, const char* service, const void* request,
                             size_t request_len, uint32_t timeout_ms, mcdma_call_done done, void* user);

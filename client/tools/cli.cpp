@@ -1,0 +1,156 @@
+#include "cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "admin_client.hpp"
+#include "mcdma/client.hpp"
+#include "render.hpp"
+
+#ifndef MCDMA_VERSION
+#define MCDMA_VERSION "unknown"
+#endif
+
+namespace mcdma::tools {
+namespace {
+
+struct CtlOptions {
+  // Daemon control socket; default DefaultSocketPath() ($MCDMA_SOCKET, then
+  // $XDG_RUNTIME_DIR/mcdma/rpcd.sock when not root, then /run/mcdma/rpcd.sock).
+  std::string socket;
+  // Deadline per request, connecting included. Default 5000 ms.
+  int timeout_ms = 5000;
+  // Emit the reply as JSON (see render.hpp) instead of a text table.
+  bool json = false;
+};
+
+// Where a command writes; shared by every subcommand's action.
+struct Streams {
+  std::ostream& out;
+  std::ostream& err;
+};
+
+// One subcommand = one Admin request plus how to print its reply. The request
+// runs only after parsing succeeded, so usage errors never touch the socket.
+using Action = std::function<int(AdminClient&, OutputFormat, Streams)>;
+
+template <typename Reply>
+using Renderer = Status (*)(const Reply&, OutputFormat, std::ostream&);
+
+void ReportFailure(const char* command, const AdminClient& client, const Status& status,
+                   std::ostream& err) {
+  switch (status.code()) {
+    case Code::kUnavailable:
+      // The one message scripts and people grep for: keep its wording.
+      err << "mcdmactl: cannot reach mcdma-rpcd at " << client.socket_path() << ": "
+          << status.message() << '\n';
+      break;
+    case Code::kTimeout:
+      err << "mcdmactl: " << command << ": mcdma-rpcd at " << client.socket_path()
+          << " did not answer in time: " << status.message() << '\n';
+      break;
+    case Code::kInvalid:
+      err << "mcdmactl: " << command << ": not supported by this mcdma-rpcd: " << status.message()
+          << '\n';
+      break;
+    default:
+      err << "mcdmactl: " << command << " failed: " << status.ToString() << '\n';
+      break;
+  }
+}
+
+template <typename Reply>
+int Report(const char* command, const AdminClient& client, const Result<Reply>& result,
+           Renderer<Reply> render, OutputFormat format, Streams io) {
+  if (!result.ok()) {
+    ReportFailure(command, client, result.status(), io.err);
+    return kExitFailure;
+  }
+  Status rendered = render(result.value(), format, io.out);
+  io.out.flush();
+  if (!rendered.ok()) {
+    io.err << "mcdmactl: " << command << ": " << rendered.ToString() << '\n';
+    return kExitFailure;
+  }
+  if (!io.out) {
+    // Output went nowhere (closed pipe, full disk): a script must not take
+    // the command for a success.
+    io.err << "mcdmactl: " << command << ": cannot write output\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+// Adds a subcommand with its --json flag; `action` becomes `chosen` if the
+// subcommand is on the command line.
+void AddCommand(CLI::App& app, CtlOptions& options, Action& chosen, const char* name,
+                const char* description, Action action) {
+  CLI::App* sub = app.add_subcommand(name, description);
+  sub->add_flag("--json", options.json,
+                "Print the reply as one JSON object (snake_case keys, all fields present)");
+  sub->callback([&chosen, action = std::move(action)] { chosen = action; });
+}
+
+void AddCommands(CLI::App& app, CtlOptions& options, Action& chosen) {
+  AddCommand(app, options, chosen, "status", "Daemon health, counters and transports",
+             [](AdminClient& c, OutputFormat f, Streams io) {
+               return Report("status", c, c.GetStatus(), &RenderStatus, f, io);
+             });
+  AddCommand(app, options, chosen, "sessions", "Open app sessions and what each owns",
+             [](AdminClient& c, OutputFormat f, Streams io) {
+               return Report("sessions", c, c.ListSessions(), &RenderSessions, f, io);
+             });
+  AddCommand(app, options, chosen, "exports", "Live exports, their bounds and who may resolve them",
+             [](AdminClient& c, OutputFormat f, Streams io) {
+               return Report("exports", c, c.ListExports(), &RenderExports, f, io);
+             });
+  AddCommand(app, options, chosen, "buffers", "Live shared-memory buffers",
+             [](AdminClient& c, OutputFormat f, Streams io) {
+               return Report("buffers", c, c.ListBuffers(), &RenderBuffers, f, io);
+             });
+}
+
+}  // namespace
+
+int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CtlOptions options;
+  options.socket = DefaultSocketPath();
+
+  CLI::App app{"mcdmactl: inspect the host's mcdma-rpcd (status, sessions, exports, buffers)",
+               "mcdmactl"};
+  app.option_defaults()->always_capture_default();
+  app.set_version_flag("--version", std::string("mcdmactl ") + MCDMA_VERSION);
+  app.require_subcommand(1);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("mcdmactl: ") + e.what() + "\nRun 'mcdmactl --help' for usage.\n";
+  });
+  app.add_option("--socket", options.socket,
+                 "Daemon control socket; the default comes from $MCDMA_SOCKET, else "
+                 "$XDG_RUNTIME_DIR/mcdma/rpcd.sock (non-root), else /run/mcdma/rpcd.sock")
+      ->type_name("PATH");
+  app.add_option("--timeout", options.timeout_ms,
+                 "Deadline per request in milliseconds, 1 to 3600000")
+      ->type_name("MS")
+      ->check(CLI::Range(1, 3'600'000).description(""));
+
+  Action chosen;
+  AddCommands(app, options, chosen);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Help and version are "errors" to CLI11 with exit code 0; every real
+    // parse error (CLI11 has one code per kind) is our usage code 2.
+    const int code = app.exit(e, out, err);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (!chosen) return kExitUsage;  // unreachable: require_subcommand(1)
+
+  AdminClient client(options.socket, std::chrono::milliseconds(options.timeout_ms));
+  return chosen(client, options.json ? OutputFormat::kJson : OutputFormat::kText,
+                Streams{out, err});
+}
+
+}  // namespace mcdma::tools
