@@ -48,7 +48,9 @@ void Fill(std::byte* p, size_t n, uint64_t seed) {
   }
 }
 
-double Ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 int Serve(const mcdma::ClientOptions& opts) {
   auto client = mcdma::Client::Connect(opts);
@@ -98,8 +100,9 @@ int RunClient(const mcdma::ClientOptions& opts) {
     return 1;
   }
   auto& c = *client;
-  std::printf("[app B] session %lu on host '%s' (daemon %s)\n", static_cast<unsigned long>(c->info().session_id),
-              c->info().host_id.c_str(), c->info().daemon_version.c_str());
+  std::printf("[app B] session %lu on host '%s' (daemon %s)\n",
+              static_cast<unsigned long>(c->info().session_id), c->info().host_id.c_str(),
+              c->info().daemon_version.c_str());
 
   // 1. Request/reply.
   auto t0 = std::chrono::steady_clock::now();
@@ -108,8 +111,9 @@ int RunClient(const mcdma::ClientOptions& opts) {
     std::cerr << "call: " << reply.status().ToString() << "\n";
     return 1;
   }
-  std::printf("[app B] call demo.echo(\"hello from B\") -> \"%.*s\" in %.3f ms\n", static_cast<int>(reply->size()),
-              reinterpret_cast<const char*>(reply->data()), Ms(std::chrono::steady_clock::now() - t0));
+  std::printf("[app B] call demo.echo(\"hello from B\") -> \"%.*s\" in %.3f ms\n",
+              static_cast<int>(reply->size()), reinterpret_cast<const char*>(reply->data()),
+              Ms(std::chrono::steady_clock::now() - t0));
   const int kCalls = 10000;
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kCalls; ++i) {
@@ -128,7 +132,8 @@ int RunClient(const mcdma::ClientOptions& opts) {
   auto local = c->Alloc(kBufferBytes);
   auto back = c->Alloc(kBufferBytes);
   if (!remote.ok() || !local.ok() || !back.ok()) {
-    std::cerr << "bulk setup failed: " << remote.status().ToString() << " " << local.status().ToString() << "\n";
+    std::cerr << "bulk setup failed: " << remote.status().ToString() << " "
+              << local.status().ToString() << "\n";
     return 1;
   }
   Fill(local->data(), local->size(), 42);
@@ -140,16 +145,20 @@ int RunClient(const mcdma::ClientOptions& opts) {
   auto r = c->Read(*remote, 0, *back, 0, kBufferBytes);
   double read_ms = Ms(std::chrono::steady_clock::now() - t0);
   if (!w.ok() || !r.ok()) {
-    std::cerr << "transfer failed: " << w.status().ToString() << " / " << r.status().ToString() << "\n";
+    std::cerr << "transfer failed: " << w.status().ToString() << " / " << r.status().ToString()
+              << "\n";
     return 1;
   }
-  std::printf("[app B] wrote %lu MiB into A's buffer in %.1f ms (%.2f GB/s), read it back in %.1f ms (%.2f GB/s)\n",
-              static_cast<unsigned long>(*w >> 20), write_ms, *w / write_ms / 1e6, read_ms, *r / read_ms / 1e6);
+  std::printf(
+      "[app B] wrote %lu MiB into A's buffer in %.1f ms (%.2f GB/s), read it back in %.1f ms (%.2f "
+      "GB/s)\n",
+      static_cast<unsigned long>(*w >> 20), write_ms, *w / write_ms / 1e6, read_ms,
+      *r / read_ms / 1e6);
   bool same = std::memcmp(local->data(), back->data(), kBufferBytes) == 0;
   auto theirs = c->Call("demo.digest", std::string_view());
   std::string got = theirs.ok() ? std::string(theirs->view()) : theirs.status().ToString();
-  std::printf("[app B] sha256 sent     %s\n[app B] sha256 read    %s\n[app B] sha256 at A    %s\n", want.c_str(),
-              Sha256Hex(back->data(), back->size()).c_str(), got.c_str());
+  std::printf("[app B] sha256 sent     %s\n[app B] sha256 read    %s\n[app B] sha256 at A    %s\n",
+              want.c_str(), Sha256Hex(back->data(), back->size()).c_str(), got.c_str());
   // 3. A refused access: reading past the export's end is a named error.
   auto past = c->Read(*remote, 1, *back, 0, kBufferBytes);
   std::printf("[app B] read past the end of the export -> %s\n", past.status().ToString().c_str());
@@ -167,7 +176,8 @@ int main(int argc, char** argv) {
   CLI::App app{"mcdma-demo: two apps talking through mcdma-rpcd"};
   app.option_defaults()->always_capture_default();
   mcdma::ClientOptions opts;
-  app.add_option("--socket", opts.socket, "daemon control socket (default: $MCDMA_SOCKET or the standard path)");
+  app.add_option("--socket", opts.socket,
+                 "daemon control socket (default: $MCDMA_SOCKET or the standard path)");
   app.require_subcommand(1);
   app.fallthrough();
   auto* serve = app.add_subcommand("serve", "app A: serve and export a buffer");

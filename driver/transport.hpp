@@ -85,9 +85,9 @@ enum class WorkOp : uint8_t { kSend, kRecv, kWrite, kRead };
 struct WorkCompletion {
   uint64_t wr_id = 0;
   WorkOp op = WorkOp::kSend;
-  Code code = Code::kOk;      // kOk, or why the request failed
-  uint32_t byte_len = 0;      // RECV: bytes received; others: bytes moved
-  std::string detail;         // non-empty on failure: what the transport saw
+  Code code = Code::kOk;  // kOk, or why the request failed
+  uint32_t byte_len = 0;  // RECV: bytes received; others: bytes moved
+  std::string detail;     // non-empty on failure: what the transport saw
 };
 
 // One established channel to a peer (a QP, a socket, a loopback pair).
@@ -130,7 +130,7 @@ class Device {
   // registration limits are exceeded, kInvalid for a range larger than
   // caps().max_registration_bytes (callers split larger buffers).
   virtual Result<std::unique_ptr<MemoryRegion>> Register(std::byte* addr, uint64_t length,
-                                                        uint32_t access) = 0;
+                                                         uint32_t access) = 0;
   virtual Result<std::unique_ptr<Endpoint>> CreateEndpoint() = 0;
 };
 

@@ -50,8 +50,9 @@ Status ServerCall::ReplyError(const Status& error) {
   replied_ = true;
   Code code = error.ok() ? Code::kInternal : error.code();
   const std::string& m = error.message();
-  return core_->SendReply(call_id_, std::span<const std::byte>(reinterpret_cast<const std::byte*>(m.data()), m.size()),
-                          code);
+  return core_->SendReply(
+      call_id_, std::span<const std::byte>(reinterpret_cast<const std::byte*>(m.data()), m.size()),
+      code);
 }
 
 // ---- Future ----
@@ -90,8 +91,10 @@ template <typename T>
 Result<T> Future<T>::Wait() {
   if (!op_) return Status(Code::kInvalid, "empty future");
   auto core = op_->core.lock();
-  if (core) MCDMA_RETURN_IF_ERROR(core->Wait(*op_));
-  else if (op_->done.load() == 0) return Status(Code::kCancelled, "the client was closed");
+  if (core)
+    MCDMA_RETURN_IF_ERROR(core->Wait(*op_));
+  else if (op_->done.load() == 0)
+    return Status(Code::kCancelled, "the client was closed");
   return Take<T>(*op_);
 }
 
@@ -164,7 +167,9 @@ Result<Message> Client::Call(std::string_view service, std::span<const std::byte
 
 Result<Message> Client::Call(std::string_view service, std::string_view request,
                              std::chrono::milliseconds timeout) {
-  return Call(service, std::span<const std::byte>(reinterpret_cast<const std::byte*>(request.data()), request.size()),
+  return Call(service,
+              std::span<const std::byte>(reinterpret_cast<const std::byte*>(request.data()),
+                                         request.size()),
               timeout);
 }
 
@@ -210,8 +215,8 @@ Result<RemoteBuffer> Client::Resolve(std::string_view name, std::string_view pee
 Status Client::Release(const RemoteBuffer& remote) { return core_->Release(remote); }
 
 namespace {
-Submission TransferSubmission(shm::Op op, const RemoteBuffer& remote, uint64_t remote_offset, const Buffer& local,
-                              uint64_t local_offset, uint64_t length) {
+Submission TransferSubmission(shm::Op op, const RemoteBuffer& remote, uint64_t remote_offset,
+                              const Buffer& local, uint64_t local_offset, uint64_t length) {
   Submission sub;
   sub.desc.opcode = static_cast<uint8_t>(op);
   sub.desc.target = remote.handle;
@@ -223,9 +228,9 @@ Submission TransferSubmission(shm::Op op, const RemoteBuffer& remote, uint64_t r
   return sub;
 }
 
-Future<uint64_t> StartTransfer(ClientCore& core, shm::Op op, const RemoteBuffer& remote, uint64_t remote_offset,
-                               const Buffer& local, uint64_t local_offset, uint64_t length,
-                               std::chrono::milliseconds timeout) {
+Future<uint64_t> StartTransfer(ClientCore& core, shm::Op op, const RemoteBuffer& remote,
+                               uint64_t remote_offset, const Buffer& local, uint64_t local_offset,
+                               uint64_t length, std::chrono::milliseconds timeout) {
   Submission sub = TransferSubmission(op, remote, remote_offset, local, local_offset, length);
   Status st = core.Submit(std::span<Submission>(&sub, 1), timeout);
   if (!st.ok()) {
@@ -242,8 +247,10 @@ Result<uint64_t> RunBatch(ClientCore& core, shm::Op op, std::span<const Transfer
   std::vector<Submission> subs;
   subs.reserve(pieces.size());
   for (const Transfer& t : pieces) {
-    if (t.local == nullptr || t.remote == nullptr) return Status(Code::kInvalid, "batch piece without buffer");
-    subs.push_back(TransferSubmission(op, *t.remote, t.remote_offset, *t.local, t.local_offset, t.length));
+    if (t.local == nullptr || t.remote == nullptr)
+      return Status(Code::kInvalid, "batch piece without buffer");
+    subs.push_back(
+        TransferSubmission(op, *t.remote, t.remote_offset, *t.local, t.local_offset, t.length));
   }
   MCDMA_RETURN_IF_ERROR(core.Submit(subs, timeout));
   uint64_t total = 0;
@@ -258,26 +265,34 @@ Result<uint64_t> RunBatch(ClientCore& core, shm::Op op, std::span<const Transfer
 }
 }  // namespace
 
-Result<uint64_t> Client::Write(const RemoteBuffer& remote, uint64_t remote_offset, const Buffer& local,
-                               uint64_t local_offset, uint64_t length, std::chrono::milliseconds timeout) {
+Result<uint64_t> Client::Write(const RemoteBuffer& remote, uint64_t remote_offset,
+                               const Buffer& local, uint64_t local_offset, uint64_t length,
+                               std::chrono::milliseconds timeout) {
   return WriteAsync(remote, remote_offset, local, local_offset, length, timeout).Wait();
 }
-Result<uint64_t> Client::Read(const RemoteBuffer& remote, uint64_t remote_offset, const Buffer& local,
-                              uint64_t local_offset, uint64_t length, std::chrono::milliseconds timeout) {
+Result<uint64_t> Client::Read(const RemoteBuffer& remote, uint64_t remote_offset,
+                              const Buffer& local, uint64_t local_offset, uint64_t length,
+                              std::chrono::milliseconds timeout) {
   return ReadAsync(remote, remote_offset, local, local_offset, length, timeout).Wait();
 }
-Future<uint64_t> Client::WriteAsync(const RemoteBuffer& remote, uint64_t remote_offset, const Buffer& local,
-                                    uint64_t local_offset, uint64_t length, std::chrono::milliseconds timeout) {
-  return StartTransfer(*core_, shm::Op::kWrite, remote, remote_offset, local, local_offset, length, timeout);
+Future<uint64_t> Client::WriteAsync(const RemoteBuffer& remote, uint64_t remote_offset,
+                                    const Buffer& local, uint64_t local_offset, uint64_t length,
+                                    std::chrono::milliseconds timeout) {
+  return StartTransfer(*core_, shm::Op::kWrite, remote, remote_offset, local, local_offset, length,
+                       timeout);
 }
-Future<uint64_t> Client::ReadAsync(const RemoteBuffer& remote, uint64_t remote_offset, const Buffer& local,
-                                   uint64_t local_offset, uint64_t length, std::chrono::milliseconds timeout) {
-  return StartTransfer(*core_, shm::Op::kRead, remote, remote_offset, local, local_offset, length, timeout);
+Future<uint64_t> Client::ReadAsync(const RemoteBuffer& remote, uint64_t remote_offset,
+                                   const Buffer& local, uint64_t local_offset, uint64_t length,
+                                   std::chrono::milliseconds timeout) {
+  return StartTransfer(*core_, shm::Op::kRead, remote, remote_offset, local, local_offset, length,
+                       timeout);
 }
-Result<uint64_t> Client::WriteBatch(std::span<const Transfer> pieces, std::chrono::milliseconds timeout) {
+Result<uint64_t> Client::WriteBatch(std::span<const Transfer> pieces,
+                                    std::chrono::milliseconds timeout) {
   return RunBatch(*core_, shm::Op::kWrite, pieces, timeout);
 }
-Result<uint64_t> Client::ReadBatch(std::span<const Transfer> pieces, std::chrono::milliseconds timeout) {
+Result<uint64_t> Client::ReadBatch(std::span<const Transfer> pieces,
+                                   std::chrono::milliseconds timeout) {
   return RunBatch(*core_, shm::Op::kRead, pieces, timeout);
 }
 

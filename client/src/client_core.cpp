@@ -39,16 +39,18 @@ Status FromGrpc(const grpc::Status& s) {
       return Status(c, m.substr(std::min(m.size(), colon + 2)));
     }
   }
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return Status(Code::kUnavailable, "mcdma-rpcd is not reachable: " + m);
   }
   return Status(Code::kInternal, "gRPC: " + m);
 }
 
 ClientCore::ClientCore(ClientOptions options) : options_(std::move(options)) {
-  if (options_.socket.empty()) options_.socket = DefaultSocketPath();
+  if (options_.socket.empty()) options_.socket = DefaultClientSocketPath();
   if (options_.app_name.empty()) options_.app_name = ProgramName();
-  if (options_.default_timeout.count() <= 0) options_.default_timeout = std::chrono::milliseconds(30000);
+  if (options_.default_timeout.count() <= 0)
+    options_.default_timeout = std::chrono::milliseconds(30000);
   info_.socket = options_.socket;
 }
 
@@ -65,7 +67,8 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Connect(const ClientOptions& opt
 Status ClientCore::Open() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(4 << 20);
-  channel_ = grpc::CreateCustomChannel("unix:" + options_.socket, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel("unix:" + options_.socket,
+                                       grpc::InsecureChannelCredentials(), args);
   auto connect_deadline = std::chrono::system_clock::now() + options_.connect_timeout;
   if (!channel_->WaitForConnected(connect_deadline)) {
     return Status(Code::kUnavailable, "cannot reach mcdma-rpcd at " + options_.socket +
@@ -99,11 +102,12 @@ Status ClientCore::Open() {
   header_ = reinterpret_cast<shm::MailboxHeader*>(mailbox_.data());
   geo_ = shm::MailboxGeometry{header_->sq_entries, header_->cq_entries, header_->inbox_entries,
                               header_->app_arena_bytes, header_->daemon_arena_bytes};
-  if (header_->magic != shm::kMailboxMagic || header_->version != shm::kMailboxVersion || !geo_.Valid() ||
-      header_->sq_offset != geo_.sq_offset() || header_->cq_offset != geo_.cq_offset() ||
-      header_->inbox_offset != geo_.inbox_offset() || header_->arena_offset != geo_.arena_offset() ||
-      geo_.total_bytes() > mailbox_.size()) {
-    return Status(Code::kInternal, "the daemon's mailbox header does not match this library's layout");
+  if (header_->magic != shm::kMailboxMagic || header_->version != shm::kMailboxVersion ||
+      !geo_.Valid() || header_->sq_offset != geo_.sq_offset() ||
+      header_->cq_offset != geo_.cq_offset() || header_->inbox_offset != geo_.inbox_offset() ||
+      header_->arena_offset != geo_.arena_offset() || geo_.total_bytes() > mailbox_.size()) {
+    return Status(Code::kInternal,
+                  "the daemon's mailbox header does not match this library's layout");
   }
   sq_ = reinterpret_cast<shm::SubmitDesc*>(mailbox_.data() + geo_.sq_offset());
   cq_ = reinterpret_cast<shm::EventDesc*>(mailbox_.data() + geo_.cq_offset());
@@ -116,7 +120,8 @@ Status ClientCore::Open() {
 
   stream_thread_ = std::thread([this] { StreamLoop(); });
   progress_ = std::thread([this] { ProgressLoop(); });
-  for (int i = 0; i < options_.handler_threads; ++i) workers_.emplace_back([this] { HandlerWorker(); });
+  for (int i = 0; i < options_.handler_threads; ++i)
+    workers_.emplace_back([this] { HandlerWorker(); });
   return Status::Ok();
 }
 
@@ -170,7 +175,8 @@ void ClientCore::StreamLoop() {
 Status ClientCore::CheckOpen() const {
   if (closed_.load()) {
     std::lock_guard lock(ops_mu_);
-    return Status(Code::kUnavailable, closed_message_.empty() ? "the session is closed" : closed_message_);
+    return Status(Code::kUnavailable,
+                  closed_message_.empty() ? "the session is closed" : closed_message_);
   }
   return Status::Ok();
 }
@@ -203,8 +209,10 @@ void ClientCore::ProgressLoop() {
     }
     if (backoff.Spin()) continue;
     uint32_t seq = wait::PrepareSleep(header_->app_bell);
-    bool work = header_->cq_tail.value.load(std::memory_order_acquire) != header_->cq_head.value.load(std::memory_order_relaxed) ||
-                header_->inbox_tail.value.load(std::memory_order_acquire) != inbox_head_ || stop_.load();
+    bool work = header_->cq_tail.value.load(std::memory_order_acquire) !=
+                    header_->cq_head.value.load(std::memory_order_relaxed) ||
+                header_->inbox_tail.value.load(std::memory_order_acquire) != inbox_head_ ||
+                stop_.load();
     if (!work) wait::FutexWait(&header_->app_bell.seq, seq, kSleepCap, true);
     wait::CancelSleep(header_->app_bell);
     backoff.Reset();
@@ -237,9 +245,9 @@ bool ClientCore::ReapCompletions() {
   for (uint32_t i = 0; i < n; ++i) {
     shm::EventDesc ev;
     std::memcpy(&ev, &cq_[(cq_head_ + i) & (geo_.cq_entries - 1)], sizeof(ev));
-    bool payload_ok = ev.payload_len == 0 ||
-                      (ev.payload_off >= geo_.app_arena_bytes &&
-                       uint64_t{ev.payload_off} + ev.payload_len <= geo_.app_arena_bytes + geo_.daemon_arena_bytes);
+    bool payload_ok = ev.payload_len == 0 || (ev.payload_off >= geo_.app_arena_bytes &&
+                                              uint64_t{ev.payload_off} + ev.payload_len <=
+                                                  geo_.app_arena_bytes + geo_.daemon_arena_bytes);
     std::string text;
     if (payload_ok && ev.payload_len > 0 && ev.status != 0) {
       text.assign(reinterpret_cast<const char*>(arena_ + ev.payload_off), ev.payload_len);
@@ -262,7 +270,8 @@ bool ClientCore::ReapCompletions() {
       if (payload_ok && ev.payload_len > 0) ReleaseDelivered(ev.payload_off, ev.payload_len);
       continue;
     }
-    Code code = ev.status <= static_cast<uint16_t>(Code::kSystem) ? static_cast<Code>(ev.status) : Code::kInternal;
+    Code code = ev.status <= static_cast<uint16_t>(Code::kSystem) ? static_cast<Code>(ev.status)
+                                                                  : Code::kInternal;
     op->bytes = ev.bytes;
     if (code == Code::kOk && ev.payload_len > 0 && payload_ok) {
       op->has_payload = true;
@@ -313,8 +322,9 @@ void ClientCore::FailAll(Code code, const std::string& message) {
 Status ClientCore::Wait(OpState& op) {
   if (op.done.load(std::memory_order_acquire) != 0) return Status::Ok();
   if (t_on_progress_thread || t_reaping) {
-    return Status(Code::kInvalid, "a blocking wait on the progress thread would deadlock; use handler_threads "
-                                  "or an async call with Then()");
+    return Status(Code::kInvalid,
+                  "a blocking wait on the progress thread would deadlock; use handler_threads "
+                  "or an async call with Then()");
   }
   wait::Backoff backoff(options_.spin_budget);
   while (op.done.load(std::memory_order_acquire) == 0) {
@@ -335,12 +345,14 @@ Status ClientCore::Wait(OpState& op) {
           }
         }
       }
-      if (self) Finish(self, Code::kTimeout, "mcdma-rpcd did not complete the operation by its deadline");
+      if (self)
+        Finish(self, Code::kTimeout, "mcdma-rpcd did not complete the operation by its deadline");
       continue;
     }
     op.waiting.store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (op.done.load(std::memory_order_acquire) == 0) wait::FutexWait(&op.done, 0, kSleepCap, false);
+    if (op.done.load(std::memory_order_acquire) == 0)
+      wait::FutexWait(&op.done, 0, kSleepCap, false);
   }
   return Status::Ok();
 }

@@ -107,7 +107,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Builds the public handles (they are friends of these classes).
   Message MakeMessage(const OpState& op);
   template <typename T>
-  static Future<T> MakeFuture(std::shared_ptr<OpState> op) { return Future<T>(std::move(op)); }
+  static Future<T> MakeFuture(std::shared_ptr<OpState> op) {
+    return Future<T>(std::move(op));
+  }
   static const std::shared_ptr<OpState>& OpOf(const void* future_op) {
     return *static_cast<const std::shared_ptr<OpState>*>(future_op);
   }
@@ -177,7 +179,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   std::mutex handlers_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<Handler>> handlers_;  // GUARDED_BY(handlers_mu_)
-  std::map<std::string, uint64_t, std::less<>> service_ids_;        // GUARDED_BY(handlers_mu_)
+  std::map<std::string, uint64_t, std::less<>> service_ids_;         // GUARDED_BY(handlers_mu_)
 
   // Handler threads (options.handler_threads > 0).
   std::mutex work_mu_;

@@ -43,16 +43,19 @@ Status ClientCore::Submit(std::span<Submission> subs, std::chrono::milliseconds 
     uint64_t off = 0;
     if (sub.payload.size() > app_arena_.capacity()) {
       publish();
-      return Status(Code::kNoMemory, "payload of " + std::to_string(sub.payload.size()) +
-                                         " bytes exceeds the mailbox arena's app half (" +
-                                         std::to_string(app_arena_.capacity()) +
-                                         " bytes); use a Buffer for bulk data or a larger arena_bytes");
+      return Status(Code::kNoMemory,
+                    "payload of " + std::to_string(sub.payload.size()) +
+                        " bytes exceeds the mailbox arena's app half (" +
+                        std::to_string(app_arena_.capacity()) +
+                        " bytes); use a Buffer for bulk data or a larger arena_bytes");
     }
     if (len > 0) {
       std::optional<uint64_t> got;
       while (!(got = app_arena_.Allocate(len))) {
         if (!wait_for_space()) {
-          return closed_.load() ? CheckOpen() : Status(Code::kTimeout, "no room in the mailbox arena before the deadline");
+          return closed_.load()
+                     ? CheckOpen()
+                     : Status(Code::kTimeout, "no room in the mailbox arena before the deadline");
         }
       }
       off = *got;
@@ -61,11 +64,14 @@ Status ClientCore::Submit(std::span<Submission> subs, std::chrono::milliseconds 
     while (sq_tail_ - header_->sq_head.value.load(std::memory_order_acquire) >= geo_.sq_entries) {
       if (!wait_for_space()) {
         if (len > 0) app_arena_.Free(off, len);
-        return closed_.load() ? CheckOpen() : Status(Code::kTimeout, "the submission ring stayed full until the deadline");
+        return closed_.load()
+                   ? CheckOpen()
+                   : Status(Code::kTimeout, "the submission ring stayed full until the deadline");
       }
     }
     shm::SubmitDesc d = sub.desc;
-    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
     d.timeout_us = static_cast<uint32_t>(std::clamp<int64_t>(left, 1, UINT32_MAX));
     d.payload_off = static_cast<uint32_t>(off);
     d.payload_len = len;
@@ -111,7 +117,8 @@ bool ClientCore::FlushReleases() {
   }
   if (i < todo.size()) {
     std::lock_guard lock(release_mu_);
-    release_queue_.insert(release_queue_.begin(), todo.begin() + static_cast<ptrdiff_t>(i), todo.end());
+    release_queue_.insert(release_queue_.begin(), todo.begin() + static_cast<ptrdiff_t>(i),
+                          todo.end());
   }
   if (i > 0) {
     header_->sq_tail.value.store(sq_tail_, std::memory_order_release);
@@ -175,9 +182,9 @@ void ClientCore::RunHandler(const shm::EventDesc& ev) {
   bool one_way = ev.kind == static_cast<uint8_t>(shm::EventKind::kIncomingNotify);
   bool is_call = ev.kind == static_cast<uint8_t>(shm::EventKind::kIncomingCall);
   if (!one_way && !is_call) return;
-  bool payload_ok = ev.payload_len == 0 ||
-                    (ev.payload_off >= geo_.app_arena_bytes &&
-                     uint64_t{ev.payload_off} + ev.payload_len <= geo_.app_arena_bytes + geo_.daemon_arena_bytes);
+  bool payload_ok = ev.payload_len == 0 || (ev.payload_off >= geo_.app_arena_bytes &&
+                                            uint64_t{ev.payload_off} + ev.payload_len <=
+                                                geo_.app_arena_bytes + geo_.daemon_arena_bytes);
   if (!payload_ok) return;
   std::shared_ptr<Handler> handler;
   {
@@ -195,9 +202,11 @@ void ClientCore::RunHandler(const shm::EventDesc& ev) {
   t_in_handler = true;
   if (handler) {
     (*handler)(call);
-    if (is_call && !call.replied_) (void)call.ReplyError(Status(Code::kInternal, "the handler did not reply"));
+    if (is_call && !call.replied_)
+      (void)call.ReplyError(Status(Code::kInternal, "the handler did not reply"));
   } else if (is_call) {
-    (void)call.ReplyError(Status(Code::kNotFound, "no handler for service " + std::to_string(ev.service_id)));
+    (void)call.ReplyError(
+        Status(Code::kNotFound, "no handler for service " + std::to_string(ev.service_id)));
   }
   t_in_handler = false;
   if (ev.payload_len > 0) ReleaseDelivered(ev.payload_off, ev.payload_len);
@@ -254,8 +263,8 @@ Result<uint64_t> ClientCore::ServiceId(std::string_view name, bool refresh) {
   // "peer/service" names a service on another host (peers come with links).
   std::string peer;
   std::string service = key;
-  if (auto slash = key.find('/'); slash != std::string::npos && key.find('/', slash + 1) == std::string::npos &&
-                                  slash > 0) {
+  if (auto slash = key.find('/');
+      slash != std::string::npos && key.find('/', slash + 1) == std::string::npos && slash > 0) {
     peer = key.substr(0, slash);
     service = key.substr(slash + 1);
   }

@@ -17,7 +17,7 @@ namespace mcdma::tools {
 namespace {
 
 struct CtlOptions {
-  // Daemon control socket; default DefaultSocketPath() ($MCDMA_SOCKET, then
+  // Daemon control socket; default DefaultClientSocketPath() ($MCDMA_SOCKET, then
   // $XDG_RUNTIME_DIR/mcdma/rpcd.sock when not root, then /run/mcdma/rpcd.sock).
   std::string socket;
   // Deadline per request, connecting included. Default 5000 ms.
@@ -116,7 +116,7 @@ void AddCommands(CLI::App& app, CtlOptions& options, Action& chosen) {
 
 int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CtlOptions options;
-  options.socket = DefaultSocketPath();
+  options.socket = DefaultClientSocketPath();
 
   CLI::App app{"mcdmactl: inspect the host's mcdma-rpcd (status, sessions, exports, buffers)",
                "mcdmactl"};

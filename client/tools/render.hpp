@@ -11,7 +11,9 @@
 // (kInternal); nothing throws.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
+#include <string>
 
 #include "mcdma/status.hpp"
 #include "mcdma/v1/admin.pb.h"

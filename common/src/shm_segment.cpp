@@ -34,7 +34,10 @@ ShmSegment::ShmSegment(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
 ShmSegment::ShmSegment() = default;
 
 ShmSegment::ShmSegment(ShmSegment&& o) noexcept
-    : impl_(std::move(o.impl_)), data_(o.data_), size_(o.size_), name_(std::move(o.name_)),
+    : impl_(std::move(o.impl_)),
+      data_(o.data_),
+      size_(o.size_),
+      name_(std::move(o.name_)),
       linked_(o.linked_) {
   o.data_ = nullptr;
   o.size_ = 0;
@@ -82,9 +85,10 @@ Result<ShmSegment> ShmSegment::Create(const std::string& name, uint64_t bytes, u
     if (owner_uid != geteuid() && fchown(fd, owner_uid, static_cast<gid_t>(-1)) != 0) {
       int err = errno;
       bip::shared_memory_object::remove(name.c_str());
-      return SysError("fchown", err,
-                      name + " to uid " + std::to_string(owner_uid) +
-                          " (serving apps of other users needs root or CAP_CHOWN; segments stay mode 0600)");
+      return SysError(
+          "fchown", err,
+          name + " to uid " + std::to_string(owner_uid) +
+              " (serving apps of other users needs root or CAP_CHOWN; segments stay mode 0600)");
     }
     impl->object.truncate(static_cast<bip::offset_t>(bytes));
     impl->region = bip::mapped_region(impl->object, bip::read_write);

@@ -5,9 +5,9 @@
 namespace mcdma {
 namespace {
 constexpr std::array<const char*, 16> kNames = {
-    "OK",        "INVALID",   "OUT_OF_RANGE", "NOT_FOUND", "PERMISSION_DENIED", "ALREADY_EXISTS",
-    "NO_MEMORY", "TIMEOUT",   "LINK_DOWN",    "PEER_GONE", "REVOKED",           "CANCELLED",
-    "UNAVAILABLE", "INTERNAL", "BUSY",        "SYSTEM"};
+    "OK",          "INVALID",  "OUT_OF_RANGE", "NOT_FOUND", "PERMISSION_DENIED", "ALREADY_EXISTS",
+    "NO_MEMORY",   "TIMEOUT",  "LINK_DOWN",    "PEER_GONE", "REVOKED",           "CANCELLED",
+    "UNAVAILABLE", "INTERNAL", "BUSY",         "SYSTEM"};
 }  // namespace
 
 const char* CodeName(Code code) {

@@ -9,7 +9,8 @@
 namespace mcdma {
 
 Status SysError(const char* call, int err, const std::string& detail) {
-  std::string msg = std::string(call) + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")";
+  std::string msg =
+      std::string(call) + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")";
   if (!detail.empty()) msg += ": " + detail;
   return Status(Code::kSystem, std::move(msg));
 }

@@ -52,7 +52,9 @@ void FutexWaitMany(std::span<const WaitTarget> targets, std::chrono::nanoseconds
   if (targets.size() == 1 || g_no_waitv.load(std::memory_order_relaxed)) {
     // Without futex_waitv, wait on the first word and cap the sleep so the
     // other words are looked at within a millisecond.
-    auto cap = targets.size() == 1 ? timeout : std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(1));
+    auto cap = targets.size() == 1
+                   ? timeout
+                   : std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(1));
     FutexWait(targets[0].word, targets[0].expected, cap, targets[0].shared);
     return;
   }
@@ -67,10 +69,12 @@ void FutexWaitMany(std::span<const WaitTarget> targets, std::chrono::nanoseconds
   clock_gettime(CLOCK_MONOTONIC, &now);
   auto abs = std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec) + timeout;
   timespec deadline = ToTimespec(abs);
-  long rc = syscall(SYS_futex_waitv, waiters, static_cast<unsigned>(n), 0, &deadline, CLOCK_MONOTONIC);
+  long rc =
+      syscall(SYS_futex_waitv, waiters, static_cast<unsigned>(n), 0, &deadline, CLOCK_MONOTONIC);
   if (rc < 0 && errno == ENOSYS) {
     g_no_waitv.store(true, std::memory_order_relaxed);
-    FutexWaitMany(targets, std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(1)));
+    FutexWaitMany(targets,
+                  std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(1)));
   }
 }
 
@@ -102,7 +106,9 @@ void FutexWaitMany(std::span<const WaitTarget> targets, std::chrono::nanoseconds
     std::this_thread::sleep_for(timeout);
     return;
   }
-  auto cap = targets.size() == 1 ? timeout : std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(1));
+  auto cap = targets.size() == 1
+                 ? timeout
+                 : std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(1));
   FutexWait(targets[0].word, targets[0].expected, cap, targets[0].shared);
 }
 #else

@@ -30,19 +30,21 @@ grpc::Status ControlService::WithSession(const v1::SessionRef& ref, F&& fn) {
 }
 
 grpc::Status ControlService::OpenSession(
-    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) {
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) {
   v1::SessionRequest req;
   if (!stream->Read(&req) || !req.has_hello()) {
     return ToGrpc(Status(Code::kInvalid, "the first message of a session must be Hello"));
   }
   const v1::Hello& h = req.hello();
   if (h.protocol_version() != shm::kProtocolVersion) {
-    return ToGrpc(Status(Code::kInvalid, "protocol version " + std::to_string(h.protocol_version()) +
+    return ToGrpc(Status(Code::kInvalid, "protocol version " +
+                                             std::to_string(h.protocol_version()) +
                                              " is not supported (daemon speaks " +
                                              std::to_string(shm::kProtocolVersion) + ")"));
   }
-  HelloInfo hello{h.app_name(), h.pid(), h.uid(), h.submission_entries(), h.completion_entries(),
-                  h.inbox_entries(), h.arena_bytes()};
+  HelloInfo hello{h.app_name(),           h.pid(),           h.uid(),        h.submission_entries(),
+                  h.completion_entries(), h.inbox_entries(), h.arena_bytes()};
   auto guard = std::make_shared<CancelGuard>();
   guard->ctx = ctx;
   auto opened = engine_.Run([&]() -> Result<OpenedInfo> {
@@ -77,7 +79,8 @@ grpc::Status ControlService::OpenSession(
       auto r = engine_.Run([&] { return engine_.Mapped(sid, name); });
       if (r && !r->ok()) spdlog::get("control")->warn("session {}: {}", sid, r->ToString());
     } else {
-      spdlog::get("control")->warn("session {}: unexpected message on the session stream; closing it", sid);
+      spdlog::get("control")->warn(
+          "session {}: unexpected message on the session stream; closing it", sid);
       break;
     }
   }
@@ -92,7 +95,8 @@ grpc::Status ControlService::OpenSession(
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::Alloc(grpc::ServerContext*, const v1::AllocRequest* req, v1::AllocReply* rep) {
+grpc::Status ControlService::Alloc(grpc::ServerContext*, const v1::AllocRequest* req,
+                                   v1::AllocReply* rep) {
   return WithSession(req->session(), [&]() -> Status {
     MCDMA_ASSIGN_OR_RETURN(AllocInfo info, engine_.Alloc(req->session().session_id(), req->size()));
     rep->set_buffer_id(info.buffer_id);
@@ -102,14 +106,23 @@ grpc::Status ControlService::Alloc(grpc::ServerContext*, const v1::AllocRequest*
   });
 }
 
-grpc::Status ControlService::Free(grpc::ServerContext*, const v1::FreeRequest* req, v1::FreeReply*) {
-  return WithSession(req->session(), [&] { return engine_.Free(req->session().session_id(), req->buffer_id()); });
+grpc::Status ControlService::Free(grpc::ServerContext*, const v1::FreeRequest* req,
+                                  v1::FreeReply*) {
+  return WithSession(req->session(),
+                     [&] { return engine_.Free(req->session().session_id(), req->buffer_id()); });
 }
 
-grpc::Status ControlService::Export(grpc::ServerContext*, const v1::ExportRequest* req, v1::ExportReply* rep) {
-  ExportSpec spec{req->name(), req->buffer_id(), req->offset(), req->length(), req->ttl_ms(),
-                  req->allow_read(), req->allow_write(),
-                  std::vector<std::string>(req->allowed_peers().begin(), req->allowed_peers().end())};
+grpc::Status ControlService::Export(grpc::ServerContext*, const v1::ExportRequest* req,
+                                    v1::ExportReply* rep) {
+  ExportSpec spec{
+      req->name(),
+      req->buffer_id(),
+      req->offset(),
+      req->length(),
+      req->ttl_ms(),
+      req->allow_read(),
+      req->allow_write(),
+      std::vector<std::string>(req->allowed_peers().begin(), req->allowed_peers().end())};
   return WithSession(req->session(), [&]() -> Status {
     MCDMA_ASSIGN_OR_RETURN(uint64_t id, engine_.Export(req->session().session_id(), spec));
     rep->set_export_id(id);
@@ -117,13 +130,17 @@ grpc::Status ControlService::Export(grpc::ServerContext*, const v1::ExportReques
   });
 }
 
-grpc::Status ControlService::Unexport(grpc::ServerContext*, const v1::UnexportRequest* req, v1::UnexportReply*) {
-  return WithSession(req->session(), [&] { return engine_.Unexport(req->session().session_id(), req->name()); });
+grpc::Status ControlService::Unexport(grpc::ServerContext*, const v1::UnexportRequest* req,
+                                      v1::UnexportReply*) {
+  return WithSession(req->session(),
+                     [&] { return engine_.Unexport(req->session().session_id(), req->name()); });
 }
 
-grpc::Status ControlService::Resolve(grpc::ServerContext*, const v1::ResolveRequest* req, v1::ResolveReply* rep) {
+grpc::Status ControlService::Resolve(grpc::ServerContext*, const v1::ResolveRequest* req,
+                                     v1::ResolveReply* rep) {
   return WithSession(req->session(), [&]() -> Status {
-    MCDMA_ASSIGN_OR_RETURN(ResolveInfo info, engine_.Resolve(req->session().session_id(), req->peer(), req->name()));
+    MCDMA_ASSIGN_OR_RETURN(ResolveInfo info,
+                           engine_.Resolve(req->session().session_id(), req->peer(), req->name()));
     rep->set_handle(info.handle);
     rep->set_length(info.length);
     rep->set_allow_read(info.allow_read);
@@ -132,13 +149,16 @@ grpc::Status ControlService::Resolve(grpc::ServerContext*, const v1::ResolveRequ
   });
 }
 
-grpc::Status ControlService::ReleaseRemote(grpc::ServerContext*, const v1::ReleaseRemoteRequest* req,
+grpc::Status ControlService::ReleaseRemote(grpc::ServerContext*,
+                                           const v1::ReleaseRemoteRequest* req,
                                            v1::ReleaseRemoteReply*) {
-  return WithSession(req->session(),
-                     [&] { return engine_.ReleaseHandle(req->session().session_id(), req->handle()); });
+  return WithSession(req->session(), [&] {
+    return engine_.ReleaseHandle(req->session().session_id(), req->handle());
+  });
 }
 
-grpc::Status ControlService::Serve(grpc::ServerContext*, const v1::ServeRequest* req, v1::ServeReply* rep) {
+grpc::Status ControlService::Serve(grpc::ServerContext*, const v1::ServeRequest* req,
+                                   v1::ServeReply* rep) {
   return WithSession(req->session(), [&]() -> Status {
     MCDMA_ASSIGN_OR_RETURN(uint64_t id, engine_.Serve(req->session().session_id(), req->service()));
     rep->set_service_id(id);
@@ -146,16 +166,19 @@ grpc::Status ControlService::Serve(grpc::ServerContext*, const v1::ServeRequest*
   });
 }
 
-grpc::Status ControlService::Unserve(grpc::ServerContext*, const v1::UnserveRequest* req, v1::UnserveReply*) {
-  return WithSession(req->session(),
-                     [&] { return engine_.Unserve(req->session().session_id(), req->service_id()); });
+grpc::Status ControlService::Unserve(grpc::ServerContext*, const v1::UnserveRequest* req,
+                                     v1::UnserveReply*) {
+  return WithSession(req->session(), [&] {
+    return engine_.Unserve(req->session().session_id(), req->service_id());
+  });
 }
 
-grpc::Status ControlService::LookupService(grpc::ServerContext*, const v1::LookupServiceRequest* req,
+grpc::Status ControlService::LookupService(grpc::ServerContext*,
+                                           const v1::LookupServiceRequest* req,
                                            v1::LookupServiceReply* rep) {
   return WithSession(req->session(), [&]() -> Status {
-    MCDMA_ASSIGN_OR_RETURN(uint64_t id,
-                           engine_.LookupService(req->session().session_id(), req->peer(), req->service()));
+    MCDMA_ASSIGN_OR_RETURN(uint64_t id, engine_.LookupService(req->session().session_id(),
+                                                              req->peer(), req->service()));
     rep->set_service_id(id);
     return Status::Ok();
   });

@@ -11,12 +11,14 @@ class ControlService final : public v1::Control::Service {
  public:
   explicit ControlService(Engine& engine) : engine_(engine) {}
 
-  grpc::Status OpenSession(grpc::ServerContext* ctx,
-                           grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) override;
+  grpc::Status OpenSession(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) override;
   grpc::Status Alloc(grpc::ServerContext*, const v1::AllocRequest*, v1::AllocReply*) override;
   grpc::Status Free(grpc::ServerContext*, const v1::FreeRequest*, v1::FreeReply*) override;
   grpc::Status Export(grpc::ServerContext*, const v1::ExportRequest*, v1::ExportReply*) override;
-  grpc::Status Unexport(grpc::ServerContext*, const v1::UnexportRequest*, v1::UnexportReply*) override;
+  grpc::Status Unexport(grpc::ServerContext*, const v1::UnexportRequest*,
+                        v1::UnexportReply*) override;
   grpc::Status Resolve(grpc::ServerContext*, const v1::ResolveRequest*, v1::ResolveReply*) override;
   grpc::Status ReleaseRemote(grpc::ServerContext*, const v1::ReleaseRemoteRequest*,
                              v1::ReleaseRemoteReply*) override;

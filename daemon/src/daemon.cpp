@@ -40,7 +40,9 @@ Status PrepareSocketPath(const std::string& path) {
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
     std::filesystem::create_directories(dir, ec);
-    if (ec) return Status(Code::kSystem, "cannot create socket directory " + dir.string() + ": " + ec.message());
+    if (ec)
+      return Status(Code::kSystem,
+                    "cannot create socket directory " + dir.string() + ": " + ec.message());
     // Only the owner (a user instance) or the owner and its group (the
     // service's `mcdma` group) may reach the socket.
     chmod(dir.c_str(), geteuid() == 0 ? 0750 : 0700);
@@ -103,8 +105,8 @@ Status RunDaemon(const Options& options) {
   std::string dir = std::filesystem::path(options.socket).parent_path().string();
   bool group = stat(dir.empty() ? "." : dir.c_str(), &dir_st) == 0 && (dir_st.st_mode & 0070) != 0;
   chmod(options.socket.c_str(), group ? 0660 : 0600);
-  log->info("mcdma-rpcd {} serving on {} as host '{}' (transport: loop)", MCDMA_VERSION, options.socket,
-            options.host_id);
+  log->info("mcdma-rpcd {} serving on {} as host '{}' (transport: loop)", MCDMA_VERSION,
+            options.socket, options.host_id);
   NotifyServiceManager("READY=1\nSTATUS=serving");
 
   std::atomic<bool> watchdog_stop{false};
@@ -129,7 +131,8 @@ Status RunDaemon(const Options& options) {
     engine.BeginDrain();
     return 0;
   });
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.drain_timeout_ms);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.drain_timeout_ms);
   while (std::chrono::steady_clock::now() < deadline) {
     auto idle = engine.Run([&] { return engine.Idle(); });
     if (!idle || *idle) break;

@@ -132,7 +132,8 @@ void Engine::Sleep() {
   if (!HasWork() && !stop_.load()) {
     Clock::time_point now = Clock::now();
     Clock::duration timeout = kMaxSleep;
-    if (!call_deadlines_.empty()) timeout = std::min<Clock::duration>(timeout, call_deadlines_.top().first - now);
+    if (!call_deadlines_.empty())
+      timeout = std::min<Clock::duration>(timeout, call_deadlines_.top().first - now);
     timeout = std::min<Clock::duration>(timeout, last_sweep_ + kSweepInterval - now);
     // Backlogged apps free ring space without ringing us; sessions beyond
     // the futex_waitv limit are looked at by polling.

@@ -11,12 +11,12 @@
 // (futex_waitv) with a timeout set by the nearest deadline.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <future>
-#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -126,7 +126,8 @@ class Engine {
   Status ReleaseHandle(uint64_t session, uint64_t handle);
   Result<uint64_t> Serve(uint64_t session, const std::string& service);
   Status Unserve(uint64_t session, uint64_t service_id);
-  Result<uint64_t> LookupService(uint64_t session, const std::string& peer, const std::string& service);
+  Result<uint64_t> LookupService(uint64_t session, const std::string& peer,
+                                 const std::string& service);
 
   void FillStatus(v1::StatusReply* out) const;
   void FillSessions(v1::SessionsReply* out) const;

@@ -88,7 +88,10 @@ void Engine::FillExports(v1::ExportsReply* out) const {
     i->set_allow_read(e->allow_read);
     i->set_allow_write(e->allow_write);
     for (const auto& p : e->allowed_peers) i->add_allowed_peers(p);
-    i->set_expires_in_ms(e->expires ? std::chrono::duration_cast<std::chrono::milliseconds>(*e->expires - now).count() : -1);
+    i->set_expires_in_ms(
+        e->expires
+            ? std::chrono::duration_cast<std::chrono::milliseconds>(*e->expires - now).count()
+            : -1);
     i->set_resolved_handles(e->handles);
   }
 }

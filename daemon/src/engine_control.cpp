@@ -16,8 +16,8 @@ Status ValidName(const std::string& name, const char* what) {
     return Status(Code::kInvalid, std::string(what) + " name must be 1..128 characters");
   }
   for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == ':' || c == '/' || c == '-';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == ':' || c == '/' || c == '-';
     if (!ok) {
       return Status(Code::kInvalid, std::string(what) + " name '" + name +
                                         "' has a character outside [A-Za-z0-9._:/-]");
@@ -30,7 +30,8 @@ Status ValidName(const std::string& name, const char* what) {
 Result<uint32_t> RingSize(uint32_t requested, uint32_t configured, const char* field) {
   if (requested == 0) return configured;
   if (!shm::IsPowerOfTwo(requested) || requested < 8 || requested > shm::kMaxRingEntries) {
-    return Status(Code::kInvalid, std::string(field) + " must be a power of two in [8, 65536], got " +
+    return Status(Code::kInvalid, std::string(field) +
+                                      " must be a power of two in [8, 65536], got " +
                                       std::to_string(requested));
   }
   return std::min(requested, configured);
@@ -45,13 +46,19 @@ Result<OpenedInfo> Engine::OpenSession(const HelloInfo& hello) {
                                    std::to_string(options_.max_sessions) + ")");
   }
   shm::MailboxGeometry geo{};
-  MCDMA_ASSIGN_OR_RETURN(geo.sq_entries, RingSize(hello.submission_entries, options_.submission_entries, "submission_entries"));
-  MCDMA_ASSIGN_OR_RETURN(geo.cq_entries, RingSize(hello.completion_entries, options_.completion_entries, "completion_entries"));
-  MCDMA_ASSIGN_OR_RETURN(geo.inbox_entries, RingSize(hello.inbox_entries, options_.inbox_entries, "inbox_entries"));
+  MCDMA_ASSIGN_OR_RETURN(
+      geo.sq_entries,
+      RingSize(hello.submission_entries, options_.submission_entries, "submission_entries"));
+  MCDMA_ASSIGN_OR_RETURN(
+      geo.cq_entries,
+      RingSize(hello.completion_entries, options_.completion_entries, "completion_entries"));
+  MCDMA_ASSIGN_OR_RETURN(geo.inbox_entries,
+                         RingSize(hello.inbox_entries, options_.inbox_entries, "inbox_entries"));
   uint64_t arena = hello.arena_bytes == 0 ? options_.arena_bytes : hello.arena_bytes;
-  if (arena < 64 * 1024 || arena > options_.max_arena_bytes) {
-    return Status(Code::kInvalid, "arena_bytes must be in [65536, " + std::to_string(options_.max_arena_bytes) +
-                                      "], got " + std::to_string(arena));
+  if (arena < uint64_t{64} * 1024 || arena > options_.max_arena_bytes) {
+    return Status(Code::kInvalid, "arena_bytes must be in [65536, " +
+                                      std::to_string(options_.max_arena_bytes) + "], got " +
+                                      std::to_string(arena));
   }
   geo.app_arena_bytes = arena / 2 / shm::kArenaUnit * shm::kArenaUnit;
   geo.daemon_arena_bytes = geo.app_arena_bytes;
@@ -64,9 +71,9 @@ Result<OpenedInfo> Engine::OpenSession(const HelloInfo& hello) {
   s->created = Clock::now();
   OpenedInfo info{id, s->token, s->segment().name(), s->segment().size()};
   unmapped_[info.mailbox_segment] = Unmapped{id, 0, s->created};
-  spdlog::get("engine")->info("session {} opened: app '{}' pid {} uid {} (sq {}, cq {}, inbox {}, arena {} KiB)",
-                              id, s->app_name, s->pid, s->uid, geo.sq_entries, geo.cq_entries,
-                              geo.inbox_entries, arena / 1024);
+  spdlog::get("engine")->info(
+      "session {} opened: app '{}' pid {} uid {} (sq {}, cq {}, inbox {}, arena {} KiB)", id,
+      s->app_name, s->pid, s->uid, geo.sq_entries, geo.cq_entries, geo.inbox_entries, arena / 1024);
   sessions_.emplace(id, std::move(s));
   return info;
 }
@@ -77,7 +84,8 @@ void Engine::SetStreamCanceller(uint64_t session, std::function<void()> cancel) 
 
 Status Engine::CheckToken(uint64_t session, const std::string& token) const {
   auto it = sessions_.find(session);
-  if (it == sessions_.end()) return Status(Code::kNotFound, "no session " + std::to_string(session));
+  if (it == sessions_.end())
+    return Status(Code::kNotFound, "no session " + std::to_string(session));
   const std::string& want = it->second->token;
   if (token.size() != want.size() || CRYPTO_memcmp(token.data(), want.data(), want.size()) != 0) {
     return Status(Code::kPermissionDenied, "bad token for session " + std::to_string(session));
@@ -100,7 +108,8 @@ void Engine::UnlinkSegment(const std::string& name) {
 Status Engine::Mapped(uint64_t session, const std::string& segment) {
   auto it = unmapped_.find(segment);
   if (it == unmapped_.end() || it->second.session != session) {
-    return Status(Code::kNotFound, "segment " + segment + " is not an unmapped segment of this session");
+    return Status(Code::kNotFound,
+                  "segment " + segment + " is not an unmapped segment of this session");
   }
   UnlinkSegment(segment);
   return Status::Ok();
@@ -153,9 +162,10 @@ void Engine::CloseSession(uint64_t id, Code reason) {
   unmapped_.erase(s->segment().name());
   ++sessions_reaped_;
   ring_faults_closed_ += s->counters.ring_faults;
-  spdlog::get("engine")->info("session {} ('{}', pid {}) closed ({}): {} buffers, {} exports, {} services reclaimed",
-                              id, s->app_name, s->pid, CodeName(reason), s->buffers.size(), s->exports.size(),
-                              s->services.size());
+  spdlog::get("engine")->info(
+      "session {} ('{}', pid {}) closed ({}): {} buffers, {} exports, {} services reclaimed", id,
+      s->app_name, s->pid, CodeName(reason), s->buffers.size(), s->exports.size(),
+      s->services.size());
   sessions_.erase(id);
 }
 
@@ -173,21 +183,25 @@ Result<AllocInfo> Engine::Alloc(uint64_t session, uint64_t size) {
   if (s == nullptr) return Status(Code::kNotFound, "no session");
   if (size == 0) return Status(Code::kInvalid, "buffer size must be > 0");
   if (size > options_.max_buffer_bytes) {
-    return Status(Code::kNoMemory, "buffer of " + std::to_string(size) + " bytes exceeds limits.max_buffer_bytes (" +
+    return Status(Code::kNoMemory, "buffer of " + std::to_string(size) +
+                                       " bytes exceeds limits.max_buffer_bytes (" +
                                        std::to_string(options_.max_buffer_bytes) + ")");
   }
   if (s->buffers.size() >= options_.max_buffers_per_session) {
     return Status(Code::kNoMemory, "session has limits.max_buffers_per_session (" +
-                                       std::to_string(options_.max_buffers_per_session) + ") buffers");
+                                       std::to_string(options_.max_buffers_per_session) +
+                                       ") buffers");
   }
-  MCDMA_ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(ShmSegment::NewName("buf"), size, s->uid));
+  MCDMA_ASSIGN_OR_RETURN(ShmSegment seg,
+                         ShmSegment::Create(ShmSegment::NewName("buf"), size, s->uid));
   auto rec = std::make_shared<BufferRecord>();
   rec->id = next_id_++;
   rec->owner = session;
   rec->created = Clock::now();
   rec->segment = std::move(seg);
   const driver::Caps& caps = device_->caps();
-  uint64_t piece = std::min<uint64_t>(rec->size(), caps.max_registration_bytes / PageSize() * PageSize());
+  uint64_t piece =
+      std::min<uint64_t>(rec->size(), caps.max_registration_bytes / PageSize() * PageSize());
   if (piece == 0) return Status(Code::kInternal, "device registration limit is below one page");
   rec->piece_bytes = piece;
   for (uint64_t off = 0; off < rec->size(); off += piece) {
@@ -207,7 +221,8 @@ Status Engine::Free(uint64_t session, uint64_t buffer_id) {
   Session* s = FindSession(session);
   auto b = buffers_.find(buffer_id);
   if (s == nullptr || b == buffers_.end() || b->second->owner != session) {
-    return Status(Code::kNotFound, "buffer " + std::to_string(buffer_id) + " is not owned by this session");
+    return Status(Code::kNotFound,
+                  "buffer " + std::to_string(buffer_id) + " is not owned by this session");
   }
   std::vector<std::string> revoke;
   for (const std::string& name : s->exports) {
@@ -225,13 +240,16 @@ Result<uint64_t> Engine::Export(uint64_t session, const ExportSpec& spec) {
   MCDMA_RETURN_IF_ERROR(ValidName(spec.name, "export"));
   Session* s = FindSession(session);
   if (s == nullptr) return Status(Code::kNotFound, "no session");
-  if (exports_.count(spec.name) != 0) return Status(Code::kAlreadyExists, "export '" + spec.name + "' exists");
+  if (exports_.count(spec.name) != 0)
+    return Status(Code::kAlreadyExists, "export '" + spec.name + "' exists");
   auto b = buffers_.find(spec.buffer_id);
   if (b == buffers_.end() || b->second->owner != session) {
-    return Status(Code::kNotFound, "buffer " + std::to_string(spec.buffer_id) + " is not owned by this session");
+    return Status(Code::kNotFound,
+                  "buffer " + std::to_string(spec.buffer_id) + " is not owned by this session");
   }
   uint64_t size = b->second->size();
-  if (spec.offset > size) return Status(Code::kOutOfRange, "export offset is past the buffer's end");
+  if (spec.offset > size)
+    return Status(Code::kOutOfRange, "export offset is past the buffer's end");
   uint64_t length = spec.length == 0 ? size - spec.offset : spec.length;
   if (length > size - spec.offset || length == 0) {
     return Status(Code::kOutOfRange, "export range [" + std::to_string(spec.offset) + ", +" +
@@ -267,19 +285,22 @@ void Engine::RemoveExport(const std::string& name, Code reason) {
 Status Engine::Unexport(uint64_t session, const std::string& name) {
   auto it = exports_.find(name);
   if (it == exports_.end()) return Status(Code::kNotFound, "no export '" + name + "'");
-  if (it->second->owner != session) return Status(Code::kPermissionDenied, "export '" + name + "' belongs to another session");
+  if (it->second->owner != session)
+    return Status(Code::kPermissionDenied, "export '" + name + "' belongs to another session");
   RemoveExport(name, Code::kRevoked);
   return Status::Ok();
 }
 
-Result<ResolveInfo> Engine::Resolve(uint64_t session, const std::string& peer, const std::string& name) {
+Result<ResolveInfo> Engine::Resolve(uint64_t session, const std::string& peer,
+                                    const std::string& name) {
   Session* s = FindSession(session);
   if (s == nullptr) return Status(Code::kNotFound, "no session");
   if (!peer.empty() && peer != options_.host_id) {
     return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
   }
   auto it = exports_.find(name);
-  if (it == exports_.end() || it->second->revoked) return Status(Code::kNotFound, "no export '" + name + "'");
+  if (it == exports_.end() || it->second->revoked)
+    return Status(Code::kNotFound, "no export '" + name + "'");
   uint64_t handle = next_id_++;
   s->handles.emplace(handle, RemoteHandle{it->second, it->second->id});
   ++it->second->handles;
@@ -290,7 +311,8 @@ Status Engine::ReleaseHandle(uint64_t session, uint64_t handle) {
   Session* s = FindSession(session);
   if (s == nullptr) return Status(Code::kNotFound, "no session");
   auto it = s->handles.find(handle);
-  if (it == s->handles.end()) return Status(Code::kNotFound, "no remote handle " + std::to_string(handle));
+  if (it == s->handles.end())
+    return Status(Code::kNotFound, "no remote handle " + std::to_string(handle));
   if (auto e = it->second.target.lock()) --e->handles;
   s->handles.erase(it);
   return Status::Ok();
@@ -313,7 +335,8 @@ Result<uint64_t> Engine::Serve(uint64_t session, const std::string& service) {
 Status Engine::Unserve(uint64_t session, uint64_t service_id) {
   auto it = services_.find(service_id);
   if (it == services_.end() || it->second.session != session) {
-    return Status(Code::kNotFound, "service " + std::to_string(service_id) + " is not served by this session");
+    return Status(Code::kNotFound,
+                  "service " + std::to_string(service_id) + " is not served by this session");
   }
   service_names_.erase(it->second.name);
   if (Session* s = FindSession(session)) s->services.erase(service_id);
@@ -321,12 +344,14 @@ Status Engine::Unserve(uint64_t session, uint64_t service_id) {
   return Status::Ok();
 }
 
-Result<uint64_t> Engine::LookupService(uint64_t session, const std::string& peer, const std::string& service) {
+Result<uint64_t> Engine::LookupService(uint64_t session, const std::string& peer,
+                                       const std::string& service) {
   if (!peer.empty() && peer != options_.host_id) {
     return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
   }
   auto it = service_names_.find(service);
-  if (it == service_names_.end()) return Status(Code::kNotFound, "no service '" + service + "' on this host");
+  if (it == service_names_.end())
+    return Status(Code::kNotFound, "no service '" + service + "' on this host");
   return it->second;
 }
 

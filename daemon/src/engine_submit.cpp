@@ -29,7 +29,8 @@ Clock::time_point Engine::DeadlineFor(const shm::SubmitDesc& d) const {
 bool Engine::ProcessSubmissions(Session& s) {
   if (s.closing) return false;
   if (s.counters.ring_faults > options_.max_ring_faults) {
-    Evict(s, Code::kInvalid, "more than " + std::to_string(options_.max_ring_faults) + " ring faults");
+    Evict(s, Code::kInvalid,
+          "more than " + std::to_string(options_.max_ring_faults) + " ring faults");
     return false;
   }
   // Backpressure: an app that does not drain its completions stops being
@@ -58,21 +59,25 @@ void Engine::Handle(Session& s, const shm::SubmitDesc& d, uint32_t index) {
   ++s.counters.submitted;
   if (d.opcode > static_cast<uint8_t>(shm::Op::kMaxOp)) {
     ++op_stats_[0].submitted;  // counted (and failed) as "nop": it did nothing
-    Reject(s, d, Code::kInvalid, "unknown opcode " + std::to_string(d.opcode) + " in submission " +
-                                     std::to_string(index));
+    Reject(
+        s, d, Code::kInvalid,
+        "unknown opcode " + std::to_string(d.opcode) + " in submission " + std::to_string(index));
     return;
   }
   auto op = static_cast<shm::Op>(d.opcode);
   ++op_stats_[d.opcode].submitted;
   // Draining: finish what is in flight (replies still go through), start nothing new.
-  if (draining_ && (op == shm::Op::kCall || op == shm::Op::kNotify || op == shm::Op::kRead || op == shm::Op::kWrite)) {
+  if (draining_ && (op == shm::Op::kCall || op == shm::Op::kNotify || op == shm::Op::kRead ||
+                    op == shm::Op::kWrite)) {
     Reject(s, d, Code::kUnavailable, "the daemon is draining (shutting down)");
     return;
   }
   switch (op) {
     case shm::Op::kNop:
-      if ((d.flags & shm::kFlagNoCompletion) == 0) Complete(s, op, d.tag, Code::kOk, {});
-      else ++op_stats_[d.opcode].ok;
+      if ((d.flags & shm::kFlagNoCompletion) == 0)
+        Complete(s, op, d.tag, Code::kOk, {});
+      else
+        ++op_stats_[d.opcode].ok;
       break;
     case shm::Op::kCall:
       HandleCall(s, d, /*one_way=*/false);
@@ -111,16 +116,19 @@ void Engine::Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::stri
   ev.tag = tag;
   ev.bytes = bytes;
   if (!s.Post(/*inbox=*/false, ev, payload, options_.max_backlog)) {
-    Evict(s, Code::kNoMemory, "the app does not consume its completions (backlog of " +
-                                  std::to_string(options_.max_backlog) + " reached)");
+    Evict(s, Code::kNoMemory,
+          "the app does not consume its completions (backlog of " +
+              std::to_string(options_.max_backlog) + " reached)");
   }
 }
 
 void Engine::Reject(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message) {
   ++s.counters.invalid;
   ++invalid_total_;
-  auto op = d.opcode <= static_cast<uint8_t>(shm::Op::kMaxOp) ? static_cast<shm::Op>(d.opcode) : shm::Op::kNop;
-  spdlog::get("engine")->debug("session {}: rejected submission: {}: {}", s.id(), CodeName(code), message);
+  auto op = d.opcode <= static_cast<uint8_t>(shm::Op::kMaxOp) ? static_cast<shm::Op>(d.opcode)
+                                                              : shm::Op::kNop;
+  spdlog::get("engine")->debug("session {}: rejected submission: {}: {}", s.id(), CodeName(code),
+                               message);
   Complete(s, op, d.tag, code, message);
 }
 
@@ -133,30 +141,32 @@ void Engine::RingFault(Session& s, const std::string& message) {
   ev.detail = s.sq_head();
   (void)s.Post(/*inbox=*/false, ev, AsBytes(message), options_.max_backlog);
   if (s.counters.ring_faults > options_.max_ring_faults) {
-    Evict(s, Code::kInvalid, "more than " + std::to_string(options_.max_ring_faults) + " ring faults");
+    Evict(s, Code::kInvalid,
+          "more than " + std::to_string(options_.max_ring_faults) + " ring faults");
   }
 }
 
 void Engine::Evict(Session& s, Code reason, const std::string& message) {
   if (s.closing) return;
   s.closing = true;
-  spdlog::get("engine")->warn("session {} ({}, pid {}): closing it: {}: {}", s.id(), s.app_name, s.pid,
-                              CodeName(reason), message);
+  spdlog::get("engine")->warn("session {} ({}, pid {}): closing it: {}: {}", s.id(), s.app_name,
+                              s.pid, CodeName(reason), message);
   s.MarkClosed(reason);
   if (s.cancel_stream) s.cancel_stream();
 }
 
 void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
   if (!s.InAppHalf(d.payload_off, d.payload_len)) {
-    Reject(s, d, Code::kOutOfRange, "payload " + Range(d.payload_off, d.payload_len) +
-                                        " is outside the app half of the arena (" +
-                                        std::to_string(s.geometry().app_arena_bytes) + " bytes)");
+    Reject(s, d, Code::kOutOfRange,
+           "payload " + Range(d.payload_off, d.payload_len) +
+               " is outside the app half of the arena (" +
+               std::to_string(s.geometry().app_arena_bytes) + " bytes)");
     return;
   }
   auto svc = services_.find(d.target);
   if (svc == services_.end()) {
-    Reject(s, d, Code::kNotFound, "no service with id " + std::to_string(d.target) +
-                                      " (unserved, or its app exited)");
+    Reject(s, d, Code::kNotFound,
+           "no service with id " + std::to_string(d.target) + " (unserved, or its app exited)");
     return;
   }
   Session* server = FindSession(svc->second.session);
@@ -165,14 +175,17 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
     return;
   }
   if (d.payload_len > server->geometry().daemon_arena_bytes) {
-    Reject(s, d, Code::kNoMemory, "payload of " + std::to_string(d.payload_len) + " bytes is larger than the arena of the app serving '" +
-                                      svc->second.name + "' (" + std::to_string(server->geometry().daemon_arena_bytes) + " bytes)");
+    Reject(s, d, Code::kNoMemory,
+           "payload of " + std::to_string(d.payload_len) +
+               " bytes is larger than the arena of the app serving '" + svc->second.name + "' (" +
+               std::to_string(server->geometry().daemon_arena_bytes) + " bytes)");
     return;
   }
   auto deadline = DeadlineFor(d);
   auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
   shm::EventDesc ev{};
-  ev.kind = static_cast<uint8_t>(one_way ? shm::EventKind::kIncomingNotify : shm::EventKind::kIncomingCall);
+  ev.kind = static_cast<uint8_t>(one_way ? shm::EventKind::kIncomingNotify
+                                         : shm::EventKind::kIncomingCall);
   ev.service_id = svc->first;
   ev.source = s.id();
   ev.timeout_us = static_cast<uint32_t>(std::clamp<int64_t>(left.count(), 1, UINT32_MAX));
@@ -181,7 +194,8 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
     call_id = next_id_++;
     ev.call_id = call_id;
   }
-  if (!server->Post(/*inbox=*/true, ev, s.AppPayload(d.payload_off, d.payload_len), options_.max_backlog)) {
+  if (!server->Post(/*inbox=*/true, ev, s.AppPayload(d.payload_off, d.payload_len),
+                    options_.max_backlog)) {
     Reject(s, d, Code::kBusy, "the inbox of '" + svc->second.name + "' is full");
     return;
   }
@@ -202,26 +216,31 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
 
 void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
   if (!s.InAppHalf(d.payload_off, d.payload_len)) {
-    Reject(s, d, Code::kOutOfRange, "reply payload " + Range(d.payload_off, d.payload_len) +
-                                        " is outside the app half of the arena");
+    Reject(s, d, Code::kOutOfRange,
+           "reply payload " + Range(d.payload_off, d.payload_len) +
+               " is outside the app half of the arena");
     return;
   }
   if (d.status > static_cast<uint16_t>(Code::kSystem)) {
-    Reject(s, d, Code::kInvalid, "reply status " + std::to_string(d.status) + " is not a known code");
+    Reject(s, d, Code::kInvalid,
+           "reply status " + std::to_string(d.status) + " is not a known code");
     return;
   }
   auto it = calls_.find(d.target);
   if (it == calls_.end() || it->second.server != s.id()) {
-    Reject(s, d, Code::kNotFound, "call " + std::to_string(d.target) +
-                                      " is not pending for this session (timed out, or its caller went away)");
+    Reject(s, d, Code::kNotFound,
+           "call " + std::to_string(d.target) +
+               " is not pending for this session (timed out, or its caller went away)");
     return;
   }
   PendingCall call = it->second;
   calls_.erase(it);
   auto payload = s.AppPayload(d.payload_off, d.payload_len);
   Session* caller = FindSession(call.caller);
-  if (caller != nullptr && !caller->closing && d.payload_len > caller->geometry().daemon_arena_bytes) {
-    std::string why = "reply of " + std::to_string(d.payload_len) + " bytes is larger than the caller's arena (" +
+  if (caller != nullptr && !caller->closing &&
+      d.payload_len > caller->geometry().daemon_arena_bytes) {
+    std::string why = "reply of " + std::to_string(d.payload_len) +
+                      " bytes is larger than the caller's arena (" +
                       std::to_string(caller->geometry().daemon_arena_bytes) + " bytes)";
     --caller->inflight;
     Complete(*caller, shm::Op::kCall, call.caller_tag, Code::kNoMemory, why);
@@ -244,8 +263,9 @@ void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
 
 void Engine::HandleRelease(Session& s, const shm::SubmitDesc& d) {
   if (!s.Release(d.payload_off, d.payload_len)) {
-    Reject(s, d, Code::kInvalid, "RELEASE of " + Range(d.payload_off, d.payload_len) +
-                                     ", which is not a range the daemon delivered");
+    Reject(s, d, Code::kInvalid,
+           "RELEASE of " + Range(d.payload_off, d.payload_len) +
+               ", which is not a range the daemon delivered");
     return;
   }
   ++op_stats_[static_cast<size_t>(shm::Op::kRelease)].ok;

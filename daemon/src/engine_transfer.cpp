@@ -21,7 +21,8 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
   const char* verb = is_read ? "read" : "write";
   auto buf = buffers_.find(d.local_buffer);
   if (buf == buffers_.end() || buf->second->owner != s.id()) {
-    Reject(s, d, Code::kNotFound, "buffer " + std::to_string(d.local_buffer) + " is not owned by this session");
+    Reject(s, d, Code::kNotFound,
+           "buffer " + std::to_string(d.local_buffer) + " is not owned by this session");
     return;
   }
   if (d.length == 0) {
@@ -30,15 +31,16 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
   }
   uint64_t local_size = buf->second->size();
   if (d.local_offset > local_size || d.length > local_size - d.local_offset) {
-    Reject(s, d, Code::kOutOfRange, "local range [" + std::to_string(d.local_offset) + ", +" +
-                                        std::to_string(d.length) + ") is outside buffer " +
-                                        std::to_string(d.local_buffer) + " (" + std::to_string(local_size) +
-                                        " bytes)");
+    Reject(s, d, Code::kOutOfRange,
+           "local range [" + std::to_string(d.local_offset) + ", +" + std::to_string(d.length) +
+               ") is outside buffer " + std::to_string(d.local_buffer) + " (" +
+               std::to_string(local_size) + " bytes)");
     return;
   }
   auto h = s.handles.find(d.target);
   if (h == s.handles.end()) {
-    Reject(s, d, Code::kNotFound, "remote handle " + std::to_string(d.target) + " is unknown (resolve first)");
+    Reject(s, d, Code::kNotFound,
+           "remote handle " + std::to_string(d.target) + " is unknown (resolve first)");
     return;
   }
   std::shared_ptr<ExportRecord> target = h->second.target.lock();
@@ -47,14 +49,15 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
     return;
   }
   if (is_read ? !target->allow_read : !target->allow_write) {
-    Reject(s, d, Code::kPermissionDenied, "export '" + target->name + "' does not allow " +
-                                              (is_read ? "reading" : "writing"));
+    Reject(s, d, Code::kPermissionDenied,
+           "export '" + target->name + "' does not allow " + (is_read ? "reading" : "writing"));
     return;
   }
   if (d.remote_offset > target->length || d.length > target->length - d.remote_offset) {
-    Reject(s, d, Code::kOutOfRange, "remote range [" + std::to_string(d.remote_offset) + ", +" +
-                                        std::to_string(d.length) + ") runs past the end of export '" +
-                                        target->name + "' (" + std::to_string(target->length) + " bytes)");
+    Reject(s, d, Code::kOutOfRange,
+           "remote range [" + std::to_string(d.remote_offset) + ", +" + std::to_string(d.length) +
+               ") runs past the end of export '" + target->name + "' (" +
+               std::to_string(target->length) + " bytes)");
     return;
   }
   TransferOp op;
@@ -81,17 +84,19 @@ bool Engine::ProgressTransfers() {
       op.error = Code::kRevoked;
       op.error_detail = "export '" + op.target->name + "' was revoked during the transfer";
     }
-    while (op.error == Code::kOk && op.posted < op.length && op.outstanding < kPiecesInFlightPerOp &&
-           local_->outstanding() < caps.max_outstanding) {
+    while (op.error == Code::kOk && op.posted < op.length &&
+           op.outstanding < kPiecesInFlightPerOp && local_->outstanding() < caps.max_outstanding) {
       uint64_t local_off = op.local_offset + op.posted;
       uint64_t remote_off = op.target->offset + op.remote_offset + op.posted;
       const BufferRecord& remote_buf = *op.target->buffer;
-      uint64_t n = std::min({op.length - op.posted, options_.transfer_chunk_bytes,
-                             op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,
-                             op.local->PieceRemaining(local_off), remote_buf.PieceRemaining(remote_off)});
+      uint64_t n =
+          std::min({op.length - op.posted, options_.transfer_chunk_bytes,
+                    op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,
+                    op.local->PieceRemaining(local_off), remote_buf.PieceRemaining(remote_off)});
       driver::LocalSlice local = op.local->Slice(local_off, n);
       driver::RemoteSlice remote = remote_buf.Remote(remote_off);
-      Status st = op.is_read ? local_->PostRead(op.id, local, remote) : local_->PostWrite(op.id, local, remote);
+      Status st = op.is_read ? local_->PostRead(op.id, local, remote)
+                             : local_->PostWrite(op.id, local, remote);
       if (st.code() == Code::kBusy) break;
       if (!st.ok()) {
         op.error = st.code();

@@ -1,14 +1,15 @@
 // mcdma-rpcd: parse, load, validate, run.
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <spdlog/spdlog.h>
 
 #include "daemon.hpp"
 #include "options.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+int Main(int argc, char** argv) {
   using mcdma::daemon::Options;
   Options defaults;
   CLI::App app{"mcdma-rpcd: the mcdma link daemon (one per host)"};
@@ -16,16 +17,23 @@ int main(int argc, char** argv) {
   std::string config;
   Options flags = defaults;
   app.add_option("-c,--config", config, "TOML configuration file (flags override it)");
-  app.add_option("--socket", flags.socket, "control socket (default: $MCDMA_SOCKET, $XDG_RUNTIME_DIR/mcdma/rpcd.sock, /run/mcdma/rpcd.sock)");
+  app.add_option("--socket", flags.socket,
+                 "control socket (default: $MCDMA_SOCKET, $XDG_RUNTIME_DIR/mcdma/rpcd.sock, "
+                 "/run/mcdma/rpcd.sock)");
   app.add_option("--host-id", flags.host_id, "host id shown to peers (default: hostname)");
   app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|critical|off");
-  app.add_option("--spin-budget-us", flags.spin_budget_us, "engine spin before sleeping, microseconds");
+  app.add_option("--spin-budget-us", flags.spin_budget_us,
+                 "engine spin before sleeping, microseconds");
   app.add_option("--arena-bytes", flags.arena_bytes, "default mailbox arena size per session");
-  app.add_option("--max-buffer-bytes", flags.max_buffer_bytes, "largest buffer an app may allocate");
-  app.add_option("--default-timeout-ms", flags.default_timeout_ms, "deadline for operations that set none");
-  app.add_option("--drain-timeout-ms", flags.drain_timeout_ms, "on SIGTERM, wait this long for in-flight work");
+  app.add_option("--max-buffer-bytes", flags.max_buffer_bytes,
+                 "largest buffer an app may allocate");
+  app.add_option("--default-timeout-ms", flags.default_timeout_ms,
+                 "deadline for operations that set none");
+  app.add_option("--drain-timeout-ms", flags.drain_timeout_ms,
+                 "on SIGTERM, wait this long for in-flight work");
   bool check_only = false;
-  app.add_flag("--check", check_only, "validate the configuration and flags, print the result, exit");
+  app.add_flag("--check", check_only,
+               "validate the configuration and flags, print the result, exit");
   app.set_version_flag("--version", MCDMA_VERSION);
   try {
     app.parse(argc, argv);
@@ -58,7 +66,8 @@ int main(int argc, char** argv) {
   }
 
   if (check_only) {
-    std::printf("configuration OK: socket %s, host id '%s'\n", options.socket.c_str(), options.host_id.c_str());
+    std::printf("configuration OK: socket %s, host id '%s'\n", options.socket.c_str(),
+                options.host_id.c_str());
     return 0;
   }
 
@@ -77,4 +86,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Nothing below is expected to throw; if a library does, say so and fail
+  // instead of terminating without a word.
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mcdma-rpcd: fatal: %s\n", e.what());
+    return 1;
+  }
 }

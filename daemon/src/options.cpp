@@ -1,10 +1,10 @@
 #include "options.hpp"
 
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <functional>
 #include <map>
-#include <toml++/toml.h>
 
 #include "mcdma/client.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
@@ -56,7 +56,8 @@ std::map<std::string, Setter> Setters(Options& o) {
   };
 }
 
-Status Walk(const toml::table& table, const std::string& prefix, std::map<std::string, Setter>& setters) {
+Status Walk(const toml::table& table, const std::string& prefix,
+            std::map<std::string, Setter>& setters) {
   for (const auto& [k, node] : table) {
     std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (const toml::table* sub = node.as_table()) {
@@ -72,8 +73,9 @@ Status Walk(const toml::table& table, const std::string& prefix, std::map<std::s
 
 Status Pow2(uint32_t v, const char* key) {
   if (!shm::IsPowerOfTwo(v) || v < 8 || v > shm::kMaxRingEntries) {
-    return Status(Code::kInvalid, std::string(key) + ": must be a power of two in [8, 65536], got " +
-                                      std::to_string(v));
+    return Status(
+        Code::kInvalid,
+        std::string(key) + ": must be a power of two in [8, 65536], got " + std::to_string(v));
   }
   return Status::Ok();
 }
@@ -103,25 +105,33 @@ Status Validate(Options& o) {
     gethostname(name, sizeof(name) - 1);
     o.host_id = name;
   }
-  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  static constexpr const char* kLevels[] = {"trace", "debug",    "info", "warn",
+                                            "error", "critical", "off"};
   bool level_ok = false;
   for (const char* l : kLevels) level_ok |= (o.log_level == l);
-  if (!level_ok) return Status(Code::kInvalid, "log_level: expected one of trace, debug, info, warn, error, critical, off");
+  if (!level_ok)
+    return Status(Code::kInvalid,
+                  "log_level: expected one of trace, debug, info, warn, error, critical, off");
   MCDMA_RETURN_IF_ERROR(Pow2(o.submission_entries, "mailbox.submission_entries"));
   MCDMA_RETURN_IF_ERROR(Pow2(o.completion_entries, "mailbox.completion_entries"));
   MCDMA_RETURN_IF_ERROR(Pow2(o.inbox_entries, "mailbox.inbox_entries"));
-  if (o.max_arena_bytes > shm::kMaxArenaBytes) return Status(Code::kInvalid, "mailbox.max_arena_bytes: at most 2 GiB");
-  if (o.arena_bytes < 64 * 1024 || o.arena_bytes > o.max_arena_bytes) {
-    return Status(Code::kInvalid, "mailbox.arena_bytes: must be in [64 KiB, mailbox.max_arena_bytes]");
+  if (o.max_arena_bytes > shm::kMaxArenaBytes)
+    return Status(Code::kInvalid, "mailbox.max_arena_bytes: at most 2 GiB");
+  if (o.arena_bytes < uint64_t{64} * 1024 || o.arena_bytes > o.max_arena_bytes) {
+    return Status(Code::kInvalid,
+                  "mailbox.arena_bytes: must be in [64 KiB, mailbox.max_arena_bytes]");
   }
-  if (o.max_buffer_bytes == 0) return Status(Code::kInvalid, "limits.max_buffer_bytes: must be > 0");
+  if (o.max_buffer_bytes == 0)
+    return Status(Code::kInvalid, "limits.max_buffer_bytes: must be > 0");
   if (o.max_sessions == 0) return Status(Code::kInvalid, "limits.max_sessions: must be > 0");
-  if (o.default_timeout_ms == 0) return Status(Code::kInvalid, "limits.default_timeout_ms: must be > 0");
+  if (o.default_timeout_ms == 0)
+    return Status(Code::kInvalid, "limits.default_timeout_ms: must be > 0");
   if (o.max_backlog < 16) return Status(Code::kInvalid, "limits.max_backlog: must be >= 16");
   if (o.transfer_chunk_bytes < 4096 || o.transfer_chunk_bytes > (1ull << 30)) {
     return Status(Code::kInvalid, "engine.transfer_chunk_bytes: must be in [4096, 1 GiB]");
   }
-  if (o.spin_budget_us > 1'000'000) return Status(Code::kInvalid, "engine.spin_budget_us: at most 1000000");
+  if (o.spin_budget_us > 1'000'000)
+    return Status(Code::kInvalid, "engine.spin_budget_us: at most 1000000");
   return Status::Ok();
 }
 

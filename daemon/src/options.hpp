@@ -27,15 +27,15 @@ struct Options {
   uint64_t arena_bytes = 32ull << 20;  // both halves; 32 MiB
   uint64_t max_arena_bytes = 256ull << 20;
   // Limits.
-  uint64_t max_buffer_bytes = 16ull << 30;       // one buffer; 16 GiB
+  uint64_t max_buffer_bytes = 16ull << 30;  // one buffer; 16 GiB
   uint32_t max_buffers_per_session = 1024;
   uint32_t max_sessions = 256;
-  uint32_t default_timeout_ms = 30000;           // for submissions with timeout 0
-  uint32_t max_ring_faults = 64;                 // then the session is closed
-  uint32_t max_backlog = 8192;                   // undelivered events per session
-  uint64_t transfer_chunk_bytes = 1ull << 20;    // one posted transfer piece; 1 MiB
-  uint32_t drain_timeout_ms = 5000;              // SIGTERM: wait this long for in-flight work
-  uint32_t attach_timeout_ms = 10000;            // unlink segments not mapped by then
+  uint32_t default_timeout_ms = 30000;         // for submissions with timeout 0
+  uint32_t max_ring_faults = 64;               // then the session is closed
+  uint32_t max_backlog = 8192;                 // undelivered events per session
+  uint64_t transfer_chunk_bytes = 1ull << 20;  // one posted transfer piece; 1 MiB
+  uint32_t drain_timeout_ms = 5000;            // SIGTERM: wait this long for in-flight work
+  uint32_t attach_timeout_ms = 10000;          // unlink segments not mapped by then
 };
 
 // Loads a TOML file over `options` (keys documented in

@@ -26,7 +26,8 @@ struct BufferRecord {
   uint64_t owner = 0;  // session id
   ShmSegment segment;
   uint64_t piece_bytes = 0;
-  std::vector<std::unique_ptr<driver::MemoryRegion>> pieces;  // declared after segment: deregistered first
+  std::vector<std::unique_ptr<driver::MemoryRegion>>
+      pieces;  // declared after segment: deregistered first
   Clock::time_point created;
 
   uint64_t size() const { return segment.size(); }
@@ -77,9 +78,9 @@ struct ServiceRecord {
 
 // A call delivered (or queued for delivery) to a server, awaiting its reply.
 struct PendingCall {
-  uint64_t caller = 0;      // session id
+  uint64_t caller = 0;  // session id
   uint64_t caller_tag = 0;
-  uint64_t server = 0;      // session id
+  uint64_t server = 0;  // session id
   uint64_t service = 0;
   Clock::time_point deadline;
 };
@@ -95,8 +96,8 @@ struct TransferOp {
   std::shared_ptr<ExportRecord> target;  // held only while the op runs
   uint64_t remote_offset = 0;            // relative to the export's start
   uint64_t length = 0;
-  uint64_t posted = 0;     // bytes posted so far
-  uint64_t done = 0;       // bytes completed OK
+  uint64_t posted = 0;  // bytes posted so far
+  uint64_t done = 0;    // bytes completed OK
   uint32_t outstanding = 0;
   Code error = Code::kOk;
   std::string error_detail;

@@ -20,7 +20,8 @@ void NotifyServiceManager(const std::string& state) {
   std::memcpy(addr.sun_path, path, len);
   if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // abstract namespace
   socklen_t addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len);
-  (void)sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr), addr_len);
+  (void)sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
+               addr_len);
   close(fd);
 }
 

@@ -9,7 +9,8 @@ namespace mcdma::daemon {
 Result<std::unique_ptr<Session>> Session::Create(uint64_t id, const shm::MailboxGeometry& geo,
                                                  uint32_t uid) {
   if (!geo.Valid()) return Status(Code::kInvalid, "mailbox geometry out of range");
-  MCDMA_ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(ShmSegment::NewName("mbox"), geo.total_bytes(), uid));
+  MCDMA_ASSIGN_OR_RETURN(ShmSegment seg,
+                         ShmSegment::Create(ShmSegment::NewName("mbox"), geo.total_bytes(), uid));
   auto* h = new (seg.data()) shm::MailboxHeader{};
   h->magic = shm::kMailboxMagic;
   h->version = shm::kMailboxVersion;
@@ -125,7 +126,8 @@ bool Session::FlushBacklog() {
 void Session::RingApp() { wait::Ring(header_->app_bell, /*shared=*/true); }
 
 void Session::MarkClosed(Code reason) {
-  uint32_t v = reason == Code::kOk ? static_cast<uint32_t>(Code::kCancelled) : static_cast<uint32_t>(reason);
+  uint32_t v =
+      reason == Code::kOk ? static_cast<uint32_t>(Code::kCancelled) : static_cast<uint32_t>(reason);
   header_->closed.value.store(v, std::memory_order_release);
   // Wake the app whatever its bell says: it must notice promptly.
   header_->app_bell.seq.fetch_add(1, std::memory_order_release);

@@ -9,8 +9,8 @@
 
 #include <deque>
 #include <functional>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>

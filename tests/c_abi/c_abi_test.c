@@ -11,14 +11,14 @@
 #include "mcdma/mcdma.h"
 
 static int failures = 0;
-#define CHECK(cond, ...)                                      \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
-      fprintf(stderr, __VA_ARGS__);                           \
+#define CHECK(cond, ...)                                          \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);        \
+      fprintf(stderr, __VA_ARGS__);                               \
       fprintf(stderr, " (last error: %s)\n", mcdma_last_error()); \
-      failures++;                                             \
-    }                                                         \
+      failures++;                                                 \
+    }                                                             \
   } while (0)
 
 static void upper(void* user, mcdma_call* call) {
@@ -50,21 +50,25 @@ int main(void) {
 
   uint64_t sid = 0;
   CHECK(mcdma_serve(server, "c.upper", upper, NULL, &sid) == MCDMA_OK && sid != 0, "serve");
-  CHECK(mcdma_serve(client, "c.upper", upper, NULL, NULL) == MCDMA_ALREADY_EXISTS, "duplicate serve");
+  CHECK(mcdma_serve(client, "c.upper", upper, NULL, NULL) == MCDMA_ALREADY_EXISTS,
+        "duplicate serve");
 
   void* reply = NULL;
   size_t len = 0;
   CHECK(mcdma_call_service(client, "c.upper", "hello", 5, 0, &reply, &len) == MCDMA_OK, "call");
   CHECK(len == 5 && reply && memcmp(reply, "HELLO", 5) == 0, "reply bytes");
   mcdma_free_reply(reply);
-  CHECK(mcdma_call_service(client, "c.upper", "fail", 4, 0, &reply, &len) == MCDMA_PERMISSION_DENIED,
-        "handler error code");
+  CHECK(
+      mcdma_call_service(client, "c.upper", "fail", 4, 0, &reply, &len) == MCDMA_PERMISSION_DENIED,
+      "handler error code");
   CHECK(strstr(mcdma_last_error(), "refused by handler") != NULL, "handler error text");
-  CHECK(mcdma_call_service(client, "c.nobody", "x", 1, 0, &reply, &len) == MCDMA_NOT_FOUND, "unknown service");
+  CHECK(mcdma_call_service(client, "c.nobody", "x", 1, 0, &reply, &len) == MCDMA_NOT_FOUND,
+        "unknown service");
   CHECK(strcmp(mcdma_code_name(MCDMA_REVOKED), "REVOKED") == 0, "code names");
 
   atomic_store(&async_done, 0);
-  CHECK(mcdma_call_async(client, "c.upper", "async", 5, 0, on_done, &async_done) == MCDMA_OK, "call_async");
+  CHECK(mcdma_call_async(client, "c.upper", "async", 5, 0, on_done, &async_done) == MCDMA_OK,
+        "call_async");
   for (int i = 0; i < 5000 && atomic_load(&async_done) == 0; i++) usleep(1000);
   CHECK(atomic_load(&async_done) == 1, "async completion");
 
@@ -78,7 +82,8 @@ int main(void) {
   CHECK(mcdma_buffer_size(local) == size, "size");
   unsigned char* src = (unsigned char*)mcdma_buffer_data(local);
   for (uint64_t i = 0; i < size; i++) src[i] = (unsigned char)(i * 7 + 3);
-  CHECK(mcdma_export(server, exported, "c.kv", 0, 0, 0, MCDMA_EXPORT_READ) == MCDMA_OK, "export read-only");
+  CHECK(mcdma_export(server, exported, "c.kv", 0, 0, 0, MCDMA_EXPORT_READ) == MCDMA_OK,
+        "export read-only");
   mcdma_remote* remote = NULL;
   CHECK(mcdma_resolve(client, NULL, "c.kv", &remote) == MCDMA_OK && remote != NULL, "resolve");
   if (remote == NULL) return 1;
@@ -87,16 +92,20 @@ int main(void) {
   CHECK(mcdma_write(client, remote, 0, local, 0, size, 0, &moved) == MCDMA_PERMISSION_DENIED,
         "write to read-only export refused");
   CHECK(mcdma_unexport(server, "c.kv") == MCDMA_OK, "unexport");
-  CHECK(mcdma_read(client, remote, 0, local, 0, 16, 0, &moved) == MCDMA_REVOKED, "read after unexport");
+  CHECK(mcdma_read(client, remote, 0, local, 0, 16, 0, &moved) == MCDMA_REVOKED,
+        "read after unexport");
   mcdma_remote_free(remote);
 
-  CHECK(mcdma_export(server, exported, "c.kv2", 0, 0, 0, MCDMA_EXPORT_READ | MCDMA_EXPORT_WRITE) == MCDMA_OK,
+  CHECK(mcdma_export(server, exported, "c.kv2", 0, 0, 0, MCDMA_EXPORT_READ | MCDMA_EXPORT_WRITE) ==
+            MCDMA_OK,
         "export read-write");
   CHECK(mcdma_resolve(client, "", "c.kv2", &remote) == MCDMA_OK, "resolve 2");
-  CHECK(mcdma_write(client, remote, 0, local, 0, size, 0, &moved) == MCDMA_OK && moved == size, "write");
+  CHECK(mcdma_write(client, remote, 0, local, 0, size, 0, &moved) == MCDMA_OK && moved == size,
+        "write");
   CHECK(memcmp(mcdma_buffer_data(exported), src, size) == 0, "server sees written bytes");
   memset(src, 0, size);
-  CHECK(mcdma_read(client, remote, 4096, local, 0, size - 4096, 0, &moved) == MCDMA_OK && moved == size - 4096,
+  CHECK(mcdma_read(client, remote, 4096, local, 0, size - 4096, 0, &moved) == MCDMA_OK &&
+            moved == size - 4096,
         "read");
   int same = 1;
   for (uint64_t i = 0; i < size - 4096; i++) {
@@ -106,8 +115,10 @@ int main(void) {
     }
   }
   CHECK(same, "read bytes");
-  CHECK(mcdma_read(client, remote, 1, local, 0, size, 0, &moved) == MCDMA_OUT_OF_RANGE, "read past end");
-  CHECK(mcdma_export(server, exported, "bad name!", 0, 0, 0, MCDMA_EXPORT_READ) == MCDMA_INVALID, "bad name");
+  CHECK(mcdma_read(client, remote, 1, local, 0, size, 0, &moved) == MCDMA_OUT_OF_RANGE,
+        "read past end");
+  CHECK(mcdma_export(server, exported, "bad name!", 0, 0, 0, MCDMA_EXPORT_READ) == MCDMA_INVALID,
+        "bad name");
   CHECK(mcdma_connect(NULL, NULL, NULL) == MCDMA_INVALID, "NULL out");
 
   mcdma_remote_free(remote);

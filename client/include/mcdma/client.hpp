@@ -39,10 +39,14 @@ struct BufferState;
 
 // Where the daemon's control socket is: $MCDMA_SOCKET if set, else
 // $XDG_RUNTIME_DIR/mcdma/rpcd.sock for a user, else /run/mcdma/rpcd.sock.
+// (/var/run/mcdma/rpcd.sock on macOS). This is where the daemon listens.
 std::string DefaultSocketPath();
+// Where a client connects by default: DefaultSocketPath(), except that a
+// user with no instance of their own reaches the system service's socket.
+std::string DefaultClientSocketPath();
 
 struct ClientOptions {
-  // Control socket path; empty means DefaultSocketPath().
+  // Control socket path; empty means DefaultClientSocketPath().
   std::string socket;
   // Name shown by `mcdmactl sessions`; empty means the program name.
   std::string app_name;
@@ -115,8 +119,8 @@ struct RemoteBuffer {
 };
 
 struct ExportOptions {
-  uint64_t offset = 0;  // exposed range inside the buffer
-  uint64_t length = 0;  // 0: to the end of the buffer
+  uint64_t offset = 0;               // exposed range inside the buffer
+  uint64_t length = 0;               // 0: to the end of the buffer
   std::chrono::milliseconds ttl{0};  // 0: until Unexport or session end
   bool allow_read = true;
   bool allow_write = false;
@@ -148,7 +152,8 @@ class ServerCall {
   // returns without replying answers kInternal "handler did not reply".
   Status Reply(std::span<const std::byte> reply);
   Status Reply(std::string_view reply) {
-    return Reply(std::span<const std::byte>(reinterpret_cast<const std::byte*>(reply.data()), reply.size()));
+    return Reply(
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(reply.data()), reply.size()));
   }
   Status ReplyError(const Status& error);
   bool replied() const { return replied_; }
@@ -231,19 +236,23 @@ class Client {
   // One-sided transfers between a local buffer and a resolved remote one.
   // Results carry the bytes moved.
   Result<uint64_t> Write(const RemoteBuffer& remote, uint64_t remote_offset, const Buffer& local,
-                         uint64_t local_offset, uint64_t length, std::chrono::milliseconds timeout = {});
+                         uint64_t local_offset, uint64_t length,
+                         std::chrono::milliseconds timeout = {});
   Result<uint64_t> Read(const RemoteBuffer& remote, uint64_t remote_offset, const Buffer& local,
-                        uint64_t local_offset, uint64_t length, std::chrono::milliseconds timeout = {});
-  Future<uint64_t> WriteAsync(const RemoteBuffer& remote, uint64_t remote_offset, const Buffer& local,
-                              uint64_t local_offset, uint64_t length,
+                        uint64_t local_offset, uint64_t length,
+                        std::chrono::milliseconds timeout = {});
+  Future<uint64_t> WriteAsync(const RemoteBuffer& remote, uint64_t remote_offset,
+                              const Buffer& local, uint64_t local_offset, uint64_t length,
                               std::chrono::milliseconds timeout = {});
-  Future<uint64_t> ReadAsync(const RemoteBuffer& remote, uint64_t remote_offset, const Buffer& local,
-                             uint64_t local_offset, uint64_t length,
+  Future<uint64_t> ReadAsync(const RemoteBuffer& remote, uint64_t remote_offset,
+                             const Buffer& local, uint64_t local_offset, uint64_t length,
                              std::chrono::milliseconds timeout = {});
   // Batches: all pieces are submitted together (one wake-up of the daemon);
   // the result is the total bytes, or the first error by piece order.
-  Result<uint64_t> WriteBatch(std::span<const Transfer> pieces, std::chrono::milliseconds timeout = {});
-  Result<uint64_t> ReadBatch(std::span<const Transfer> pieces, std::chrono::milliseconds timeout = {});
+  Result<uint64_t> WriteBatch(std::span<const Transfer> pieces,
+                              std::chrono::milliseconds timeout = {});
+  Result<uint64_t> ReadBatch(std::span<const Transfer> pieces,
+                             std::chrono::milliseconds timeout = {});
 
   // For tests and tools: the internal core (mailbox access etc.).
   internal::ClientCore* core() const { return core_.get(); }

@@ -36,10 +36,10 @@ typedef enum mcdma_code {
   MCDMA_SYSTEM = 15
 } mcdma_code;
 
-typedef struct mcdma_client mcdma_client;   /* a session */
-typedef struct mcdma_buffer mcdma_buffer;   /* a shared-memory buffer */
-typedef struct mcdma_remote mcdma_remote;   /* a resolved export */
-typedef struct mcdma_call mcdma_call;       /* an incoming call (handler argument) */
+typedef struct mcdma_client mcdma_client; /* a session */
+typedef struct mcdma_buffer mcdma_buffer; /* a shared-memory buffer */
+typedef struct mcdma_remote mcdma_remote; /* a resolved export */
+typedef struct mcdma_call mcdma_call;     /* an incoming call (handler argument) */
 
 /* "TIMEOUT", "OUT_OF_RANGE", ... */
 const char* mcdma_code_name(mcdma_code code);
@@ -52,7 +52,8 @@ void mcdma_close(mcdma_client* client);
 /* Request/reply. timeout_ms 0 = the client's default. The reply is copied
  * into a malloc'd block the caller frees with mcdma_free_reply. */
 mcdma_code mcdma_call_service(mcdma_client* client, const char* service, const void* request,
-                              size_t request_len, uint32_t timeout_ms, void** reply, size_t* reply_len);
+                              size_t request_len, uint32_t timeout_ms, void** reply,
+                              size_t* reply_len);
 void mcdma_free_reply(void* reply);
 /* Asynchronous call: `done` runs exactly once with the result — on the
  * library's progress thread, on an app thread that is waiting on another
@@ -61,7 +62,8 @@ void mcdma_free_reply(void* reply);
  * during the callback. */
 typedef void (*mcdma_call_done)(void* user, mcdma_code code, const void* reply, size_t reply_len);
 mcdma_code mcdma_call_async(mcdma_client* client, const char* service, const void* request,
-                            size_t request_len, uint32_t timeout_ms, mcdma_call_done done, void* user);
+                            size_t request_len, uint32_t timeout_ms, mcdma_call_done done,
+                            void* user);
 mcdma_code mcdma_notify(mcdma_client* client, const char* service, const void* message, size_t len,
                         uint32_t timeout_ms);
 
@@ -87,21 +89,22 @@ void mcdma_buffer_free(mcdma_buffer* buffer);
  * the end; ttl_ms 0 = no expiry. */
 #define MCDMA_EXPORT_READ 1u
 #define MCDMA_EXPORT_WRITE 2u
-mcdma_code mcdma_export(mcdma_client* client, const mcdma_buffer* buffer, const char* name, uint64_t offset,
-                        uint64_t length, uint64_t ttl_ms, uint32_t flags);
+mcdma_code mcdma_export(mcdma_client* client, const mcdma_buffer* buffer, const char* name,
+                        uint64_t offset, uint64_t length, uint64_t ttl_ms, uint32_t flags);
 mcdma_code mcdma_unexport(mcdma_client* client, const char* name);
 /* peer NULL or "" = this host. */
-mcdma_code mcdma_resolve(mcdma_client* client, const char* peer, const char* name, mcdma_remote** out);
+mcdma_code mcdma_resolve(mcdma_client* client, const char* peer, const char* name,
+                         mcdma_remote** out);
 uint64_t mcdma_remote_length(const mcdma_remote* remote);
 void mcdma_remote_free(mcdma_remote* remote);
 
 /* One-sided transfers; *moved (may be NULL) receives the bytes moved. */
 mcdma_code mcdma_write(mcdma_client* client, const mcdma_remote* remote, uint64_t remote_offset,
-                       const mcdma_buffer* local, uint64_t local_offset, uint64_t length, uint32_t timeout_ms,
-                       uint64_t* moved);
+                       const mcdma_buffer* local, uint64_t local_offset, uint64_t length,
+                       uint32_t timeout_ms, uint64_t* moved);
 mcdma_code mcdma_read(mcdma_client* client, const mcdma_remote* remote, uint64_t remote_offset,
-                      const mcdma_buffer* local, uint64_t local_offset, uint64_t length, uint32_t timeout_ms,
-                      uint64_t* moved);
+                      const mcdma_buffer* local, uint64_t local_offset, uint64_t length,
+                      uint32_t timeout_ms, uint64_t* moved);
 
 #ifdef __cplusplus
 }

@@ -59,8 +59,8 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}           // NOLINT(runtime/explicit)
-  Result(Status status) : v_(std::move(status)) {}    // NOLINT(runtime/explicit)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(runtime/explicit)
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT(runtime/explicit)
 
   bool ok() const { return v_.index() == 0; }
   const Status& status() const {
@@ -81,9 +81,9 @@ class [[nodiscard]] Result {
 }  // namespace mcdma
 
 // Early return on error inside functions returning Status or Result<T>.
-#define MCDMA_RETURN_IF_ERROR(expr)          \
-  do {                                       \
-    ::mcdma::Status mcdma_status_ = (expr);  \
+#define MCDMA_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::mcdma::Status mcdma_status_ = (expr);        \
     if (!mcdma_status_.ok()) return mcdma_status_; \
   } while (0)
 

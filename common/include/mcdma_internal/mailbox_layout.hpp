@@ -56,18 +56,18 @@ inline constexpr uint8_t kFlagNoCompletion = 1;  // REPLY/NOTIFY/NOP: only error
 
 // One submission, written by the app. 64 bytes.
 struct SubmitDesc {
-  uint8_t opcode;        // Op
-  uint8_t flags;         // kFlag*
-  uint16_t status;       // REPLY: the handler's status code (mcdma::Code)
-  uint32_t payload_len;  // CALL/REPLY/NOTIFY: payload bytes; RELEASE: range length
-  uint32_t payload_off;  // arena-relative offset of the payload / released range
-  uint32_t timeout_us;   // relative deadline; 0 = daemon default
-  uint64_t tag;          // app cookie, echoed in the completion
-  uint64_t target;       // service id, call id, or remote handle
-  uint64_t local_buffer; // READ/WRITE: buffer id owned by this session
-  uint64_t local_offset; // READ/WRITE: offset into the local buffer
-  uint64_t remote_offset;// READ/WRITE: offset into the remote export
-  uint64_t length;       // READ/WRITE: bytes to move
+  uint8_t opcode;          // Op
+  uint8_t flags;           // kFlag*
+  uint16_t status;         // REPLY: the handler's status code (mcdma::Code)
+  uint32_t payload_len;    // CALL/REPLY/NOTIFY: payload bytes; RELEASE: range length
+  uint32_t payload_off;    // arena-relative offset of the payload / released range
+  uint32_t timeout_us;     // relative deadline; 0 = daemon default
+  uint64_t tag;            // app cookie, echoed in the completion
+  uint64_t target;         // service id, call id, or remote handle
+  uint64_t local_buffer;   // READ/WRITE: buffer id owned by this session
+  uint64_t local_offset;   // READ/WRITE: offset into the local buffer
+  uint64_t remote_offset;  // READ/WRITE: offset into the remote export
+  uint64_t length;         // READ/WRITE: bytes to move
 };
 
 enum class EventKind : uint8_t {
@@ -172,7 +172,8 @@ struct MailboxGeometry {
            sq_entries <= kMaxRingEntries && cq_entries <= kMaxRingEntries &&
            inbox_entries <= kMaxRingEntries && app_arena_bytes % kArenaUnit == 0 &&
            daemon_arena_bytes % kArenaUnit == 0 && app_arena_bytes > 0 && daemon_arena_bytes > 0 &&
-           app_arena_bytes <= kMaxArenaBytes && daemon_arena_bytes <= kMaxArenaBytes - app_arena_bytes;
+           app_arena_bytes <= kMaxArenaBytes &&
+           daemon_arena_bytes <= kMaxArenaBytes - app_arena_bytes;
   }
 };
 
