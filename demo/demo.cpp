@@ -114,7 +114,7 @@ int RunClient(const mcdma::ClientOptions& opts) {
   std::printf("[app B] call demo.echo(\"hello from B\") -> \"%.*s\" in %.3f ms\n",
               static_cast<int>(reply->size()), reinterpret_cast<const char*>(reply->data()),
               Ms(std::chrono::steady_clock::now() - t0));
-  const int kCalls = 10000;
+  constexpr int kCalls = 10000;
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kCalls; ++i) {
     std::string req = "ping " + std::to_string(i);
@@ -172,7 +172,7 @@ int RunClient(const mcdma::ClientOptions& opts) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Main(int argc, char** argv) {
   CLI::App app{"mcdma-demo: two apps talking through mcdma-rpcd"};
   app.option_defaults()->always_capture_default();
   mcdma::ClientOptions opts;
@@ -194,4 +194,13 @@ int main(int argc, char** argv) {
   opts.app_name = "demo-B";
   (void)client;
   return RunClient(opts);
+}
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mcdma-demo: fatal: %s\n", e.what());
+    return 1;
+  }
 }

@@ -117,7 +117,7 @@ template class Future<Message>;
 template class Future<uint64_t>;
 
 // ---- Client ----
-Result<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   MCDMA_ASSIGN_OR_RETURN(auto core, ClientCore::Connect(options));
   return std::unique_ptr<Client>(new Client(std::move(core)));
 }
@@ -175,7 +175,7 @@ Result<Message> Client::Call(std::string_view service, std::string_view request,
 
 Future<Message> Client::CallAsync(std::string_view service, std::span<const std::byte> request,
                                   std::chrono::milliseconds timeout) {
-  auto failed = [](Status st) {
+  auto failed = [](const Status& st) {
     auto op = std::make_shared<OpState>();
     op->code = st.code();
     op->message = st.message();

@@ -205,7 +205,7 @@ struct SessionInfo {
 class Client {
  public:
   // Opens a session. Fails with kUnavailable when no daemon answers.
-  static Result<std::unique_ptr<Client>> Connect(ClientOptions options = {});
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options = {});
   // Closes the session: in-flight operations fail with kCancelled.
   ~Client();
   Client(const Client&) = delete;

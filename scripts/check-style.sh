@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Usage: check-style.sh format|tidy [BUILD_DIR]
+# format: every C/C++ source matches .clang-format (prints the offenders).
+# tidy:   clang-tidy with .clang-tidy over the production sources, using
+#         BUILD_DIR/compile_commands.json; any finding fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:?format or tidy}
+build=${2:-build}
+sources() {
+  git ls-files -- '*.cpp' '*.hpp' '*.h' '*.c' 2>/dev/null ||
+    find common driver daemon client demo bench tests \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.c' \)
+}
+case "$mode" in
+  format)
+    bad=0
+    while read -r f; do
+      if ! clang-format --dry-run --Werror "$f" >/dev/null 2>&1; then
+        echo "not formatted: $f (run: clang-format -i $f)"
+        bad=1
+      fi
+    done < <(sources)
+    [ $bad -eq 0 ] && echo "format: all sources match .clang-format"
+    exit $bad
+    ;;
+  tidy)
+    files=$(sources | grep -E '^(common|driver|daemon|client|demo|bench)/.*\.cpp$')
+    out=$(echo "$files" | xargs -P "${MCDMA_BUILD_JOBS:-2}" -n 4 clang-tidy -p "$build" --quiet 2>&1 |
+          grep -E '(warning|error):' || true)
+    if [ -n "$out" ]; then
+      echo "$out"
+      exit 1
+    fi
+    echo "tidy: no findings in $(echo "$files" | wc -l) files"
+    ;;
+  *) echo "usage: check-style.sh format|tidy [BUILD_DIR]" >&2; exit 2 ;;
+esac
