@@ -157,7 +157,12 @@ class Engine {
   void HandleRelease(Session& s, const shm::SubmitDesc& d);
   void Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
                 uint64_t bytes = 0, std::span<const std::byte> payload = {});
+  // A malformed descriptor (bad opcode, range, id): completes with `code`
+  // and counts as an invalid descriptor.
   void Reject(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message);
+  // A well-formed request that cannot be carried out (service gone, export
+  // revoked, call expired, busy, draining): completes with `code` only.
+  void Decline(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message);
   void RingFault(Session& s, const std::string& message);
   // Ends a misbehaving session: marks its mailbox closed and cancels its
   // stream; the stream's handler then reaps it through CloseSession.

@@ -69,7 +69,7 @@ void Engine::Handle(Session& s, const shm::SubmitDesc& d, uint32_t index) {
   // Draining: finish what is in flight (replies still go through), start nothing new.
   if (draining_ && (op == shm::Op::kCall || op == shm::Op::kNotify || op == shm::Op::kRead ||
                     op == shm::Op::kWrite)) {
-    Reject(s, d, Code::kUnavailable, "the daemon is draining (shutting down)");
+    Decline(s, d, Code::kUnavailable, "the daemon is draining (shutting down)");
     return;
   }
   switch (op) {
@@ -125,10 +125,14 @@ void Engine::Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::stri
 void Engine::Reject(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message) {
   ++s.counters.invalid;
   ++invalid_total_;
-  auto op = d.opcode <= static_cast<uint8_t>(shm::Op::kMaxOp) ? static_cast<shm::Op>(d.opcode)
-                                                              : shm::Op::kNop;
   spdlog::get("engine")->debug("session {}: rejected submission: {}: {}", s.id(), CodeName(code),
                                message);
+  Decline(s, d, code, message);
+}
+
+void Engine::Decline(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message) {
+  auto op = d.opcode <= static_cast<uint8_t>(shm::Op::kMaxOp) ? static_cast<shm::Op>(d.opcode)
+                                                              : shm::Op::kNop;
   Complete(s, op, d.tag, code, message);
 }
 
@@ -165,20 +169,20 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
   }
   auto svc = services_.find(d.target);
   if (svc == services_.end()) {
-    Reject(s, d, Code::kNotFound,
-           "no service with id " + std::to_string(d.target) + " (unserved, or its app exited)");
+    Decline(s, d, Code::kNotFound,
+            "no service with id " + std::to_string(d.target) + " (unserved, or its app exited)");
     return;
   }
   Session* server = FindSession(svc->second.session);
   if (server == nullptr || server->closing) {
-    Reject(s, d, Code::kPeerGone, "the app serving '" + svc->second.name + "' is gone");
+    Decline(s, d, Code::kPeerGone, "the app serving '" + svc->second.name + "' is gone");
     return;
   }
   if (d.payload_len > server->geometry().daemon_arena_bytes) {
-    Reject(s, d, Code::kNoMemory,
-           "payload of " + std::to_string(d.payload_len) +
-               " bytes is larger than the arena of the app serving '" + svc->second.name + "' (" +
-               std::to_string(server->geometry().daemon_arena_bytes) + " bytes)");
+    Decline(s, d, Code::kNoMemory,
+            "payload of " + std::to_string(d.payload_len) +
+                " bytes is larger than the arena of the app serving '" + svc->second.name + "' (" +
+                std::to_string(server->geometry().daemon_arena_bytes) + " bytes)");
     return;
   }
   auto deadline = DeadlineFor(d);
@@ -196,7 +200,7 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
   }
   if (!server->Post(/*inbox=*/true, ev, s.AppPayload(d.payload_off, d.payload_len),
                     options_.max_backlog)) {
-    Reject(s, d, Code::kBusy, "the inbox of '" + svc->second.name + "' is full");
+    Decline(s, d, Code::kBusy, "the inbox of '" + svc->second.name + "' is full");
     return;
   }
   if (one_way) {
@@ -228,9 +232,9 @@ void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
   }
   auto it = calls_.find(d.target);
   if (it == calls_.end() || it->second.server != s.id()) {
-    Reject(s, d, Code::kNotFound,
-           "call " + std::to_string(d.target) +
-               " is not pending for this session (timed out, or its caller went away)");
+    Decline(s, d, Code::kNotFound,
+            "call " + std::to_string(d.target) +
+                " is not pending for this session (timed out, or its caller went away)");
     return;
   }
   PendingCall call = it->second;
@@ -244,7 +248,7 @@ void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
                       std::to_string(caller->geometry().daemon_arena_bytes) + " bytes)";
     --caller->inflight;
     Complete(*caller, shm::Op::kCall, call.caller_tag, Code::kNoMemory, why);
-    Reject(s, d, Code::kNoMemory, why);
+    Decline(s, d, Code::kNoMemory, why);
     return;
   }
   if (caller != nullptr && !caller->closing) {

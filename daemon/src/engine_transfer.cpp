@@ -45,12 +45,12 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
   }
   std::shared_ptr<ExportRecord> target = h->second.target.lock();
   if (!target || target->revoked) {
-    Reject(s, d, Code::kRevoked, "the export was unexported, expired, or its owner exited");
+    Decline(s, d, Code::kRevoked, "the export was unexported, expired, or its owner exited");
     return;
   }
   if (is_read ? !target->allow_read : !target->allow_write) {
-    Reject(s, d, Code::kPermissionDenied,
-           "export '" + target->name + "' does not allow " + (is_read ? "reading" : "writing"));
+    Decline(s, d, Code::kPermissionDenied,
+            "export '" + target->name + "' does not allow " + (is_read ? "reading" : "writing"));
     return;
   }
   if (d.remote_offset > target->length || d.length > target->length - d.remote_offset) {

@@ -1,0 +1,34 @@
+// Small helpers shared by the integration tests: reading the testapp's
+// result lines.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <regex>
+#include <string>
+
+namespace mcdma::itest {
+
+// The unsigned integer value of "key":N (or key=N) in a line; nullopt if absent.
+inline std::optional<uint64_t> Field(const std::string& line, const std::string& key) {
+  std::smatch m;
+  std::regex re("\"?" + key + "\"?[:=]\"?([0-9]+)");
+  if (!std::regex_search(line, m, re)) return std::nullopt;
+  return std::stoull(m[1].str());
+}
+
+// The string value of "key":"V" in a line; empty if absent.
+inline std::string StrField(const std::string& line, const std::string& key) {
+  std::smatch m;
+  std::regex re("\"" + key + "\":\"([^\"]*)\"");
+  if (!std::regex_search(line, m, re)) return "";
+  return m[1].str();
+}
+
+// The number after "WORD " in a progress line ("CALLS 17" -> 17).
+inline std::optional<uint64_t> ProgressCount(const std::string& line, const std::string& word) {
+  if (line.rfind(word + " ", 0) != 0) return std::nullopt;
+  return std::stoull(line.substr(word.size() + 1));
+}
+
+}  // namespace mcdma::itest
