@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -132,6 +133,13 @@ class Device {
   virtual Result<std::unique_ptr<MemoryRegion>> Register(std::byte* addr, uint64_t length,
                                                          uint32_t access) = 0;
   virtual Result<std::unique_ptr<Endpoint>> CreateEndpoint() = 0;
+  // Transports that make progress on threads of their own (tcp: socket I/O;
+  // verbs: the completion channel) call `notify` from those threads whenever
+  // a connection has something for Poll() (a completion, or a received
+  // message), so the owning thread may sleep in between. Set before any
+  // connection exists; `notify` must be cheap and thread-safe. Transports
+  // that do all their work inside Poll() (loop) never call it.
+  virtual void SetNotifier(std::function<void()> notify) { (void)notify; }
 };
 
 }  // namespace mcdma::driver
