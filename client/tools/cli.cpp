@@ -6,6 +6,7 @@
 #include <string>
 
 #include "admin_client.hpp"
+#include "fabric_key_cmd.hpp"
 #include "mcdma/client.hpp"
 #include "render.hpp"
 
@@ -118,8 +119,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   CtlOptions options;
   options.socket = DefaultClientSocketPath();
 
-  CLI::App app{"mcdmactl: inspect the host's mcdma-rpcd (status, sessions, exports, buffers)",
-               "mcdmactl"};
+  CLI::App app{
+      "mcdmactl: inspect the host's mcdma-rpcd (status, sessions, exports, buffers) and manage "
+      "its fabric key",
+      "mcdmactl"};
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("mcdmactl ") + MCDMA_VERSION);
   app.require_subcommand(1);
@@ -137,6 +140,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
   Action chosen;
   AddCommands(app, options, chosen);
+  // Commands that never talk to the daemon (--socket and --timeout are
+  // accepted but unused).
+  LocalCommand local;
+  AddFabricKeyCommands(app, local);
 
   try {
     app.parse(argc, argv);
@@ -146,6 +153,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     const int code = app.exit(e, out, err);
     return code == 0 ? kExitOk : kExitUsage;
   }
+  if (local) return local(out, err);
   if (!chosen) return kExitUsage;  // unreachable: require_subcommand(1)
 
   AdminClient client(options.socket, std::chrono::milliseconds(options.timeout_ms));

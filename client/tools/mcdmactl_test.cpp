@@ -2,11 +2,14 @@
 // real Unix socket, asserting on exit codes and on exactly what is printed.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -15,6 +18,7 @@
 
 #include "cli.hpp"
 #include "mcdma/v1/admin.grpc.pb.h"
+#include "mcdma_internal/fabric_key.hpp"
 #include "render.hpp"
 #include "table.hpp"
 
@@ -125,7 +129,7 @@ TEST(Mcdmactl, HelpShowsEveryDefaultAndExitsZero) {
   EXPECT_EQ(r.code, kExitOk);
   EXPECT_NE(r.out.find("--socket PATH=/run/test/rpcd.sock"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--timeout MS=5000"), std::string::npos) << r.out;
-  for (const char* sub : {"status", "sessions", "exports", "buffers"}) {
+  for (const char* sub : {"status", "sessions", "exports", "buffers", "fabric-key"}) {
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
   }
   EXPECT_EQ(r.err, "");
@@ -215,6 +219,88 @@ TEST_F(McdmactlTest, DaemonErrorExitsOneWithItsMessage) {
   Outcome r = Ctl({"--socket", socket_, "exports"});
   EXPECT_EQ(r.code, kExitFailure);
   EXPECT_EQ(r.err, "mcdmactl: exports failed: INTERNAL: exports table corrupt\n");
+}
+
+// `fabric-key new` runs without a daemon, in a temporary directory.
+class McdmactlFabricKeyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/mcdmactl-key-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    path_ = dir_ + "/fabric.key";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Contents() const {
+    std::ifstream in(path_, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  std::string Fingerprint() const {
+    auto key = LoadFabricKey(path_);
+    EXPECT_TRUE(key.ok()) << key.status().ToString();
+    return key.ok() ? key->Fingerprint() : "";
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(McdmactlFabricKeyTest, NewWritesA0600KeyAndPrintsOnlyItsFingerprint) {
+  Outcome r = Ctl({"fabric-key", "new", path_});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out, "wrote fabric key " + path_ + " (fingerprint " + Fingerprint() + ")\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  const std::string text = Contents();
+  ASSERT_EQ(text.size(), 65u);
+  EXPECT_EQ(r.out.find(text.substr(0, 16)), std::string::npos) << "key bytes printed";
+}
+
+TEST_F(McdmactlFabricKeyTest, NewRefusesToOverwriteWithoutForce) {
+  ASSERT_EQ(Ctl({"fabric-key", "new", path_}).code, kExitOk);
+  const std::string before = Contents();
+  Outcome again = Ctl({"fabric-key", "new", path_});
+  EXPECT_EQ(again.code, kExitFailure);
+  EXPECT_EQ(again.out, "");
+  EXPECT_EQ(
+      again.err.rfind(
+          "mcdmactl: fabric-key new: ALREADY_EXISTS: fabric key " + path_ + " already exists", 0),
+      0u)
+      << again.err;
+  EXPECT_EQ(Contents(), before);
+
+  const std::string old_fingerprint = Fingerprint();
+  Outcome forced = Ctl({"fabric-key", "new", "--force", path_, "--json"});
+  ASSERT_EQ(forced.code, kExitOk) << forced.err;
+  EXPECT_NE(Contents(), before);
+  EXPECT_NE(Fingerprint(), old_fingerprint);
+  EXPECT_EQ(forced.out, "{\"path\":\"" + path_ + "\",\"fingerprint\":\"" + Fingerprint() + "\"}\n");
+}
+
+TEST_F(McdmactlFabricKeyTest, NewFailsWithExitOneWhenTheDirectoryIsMissing) {
+  Outcome r = Ctl({"fabric-key", "new", dir_ + "/missing/fabric.key"});
+  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_EQ(r.err.rfind("mcdmactl: fabric-key new: NOT_FOUND: ", 0), 0u) << r.err;
+}
+
+TEST(McdmactlFabricKey, UsageErrorsExitTwo) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"fabric-key"},
+                                             {"fabric-key", "new"},
+                                             {"fabric-key", "new", "a", "b"},
+                                             {"fabric-key", "old", "a"},
+                                             {"fabric-key", "new", "--frob", "a"}}) {
+    Outcome r = Ctl(args);
+    EXPECT_EQ(r.code, kExitUsage) << "args: " << ::testing::PrintToString(args);
+    EXPECT_EQ(r.err.rfind("mcdmactl: ", 0), 0u) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  Outcome help = Ctl({"fabric-key", "new", "--help"});
+  EXPECT_EQ(help.code, kExitOk);
+  EXPECT_NE(help.out.find("--force"), std::string::npos) << help.out;
 }
 
 TEST(McdmactlRender, FormatsSizesAndDurations) {
