@@ -219,6 +219,8 @@ void ClientCore::ProgressLoop() {
   }
 }
 
+bool ClientCore::OnReapingThread() { return t_reaping; }
+
 bool ClientCore::TryReapCompletions() {
   if (t_reaping) return false;
   std::unique_lock lock(reap_mu_, std::try_to_lock);

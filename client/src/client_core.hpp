@@ -126,6 +126,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void ProgressLoop();
   void StreamLoop();
   bool ReapCompletions();  // REQUIRES(reap_mu_)
+  // True on a thread that is reaping completions (running a Then callback).
+  static bool OnReapingThread();
   bool TryReapCompletions();
   bool ReapInbox();
   bool FlushReleases();  // REQUIRES(sq_mu_)

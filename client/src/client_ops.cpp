@@ -24,9 +24,17 @@ Status ClientCore::Submit(std::span<Submission> subs, std::chrono::milliseconds 
     unpublished = false;
   };
   // Waits for space; false once the deadline passed or the session closed.
+  // A Then callback runs while its thread holds the completion ring: it
+  // must not wait for room that only reaping can make.
+  const bool in_callback = OnReapingThread();
+  auto no_space = [&](const std::string& what) -> Status {
+    if (closed_.load()) return CheckOpen();
+    if (in_callback) return Status(Code::kBusy, what + " (a completion callback cannot wait)");
+    return Status(Code::kTimeout, what + " until the deadline");
+  };
   auto wait_for_space = [&]() -> bool {
     publish();
-    if (closed_.load() || Clock::now() >= deadline) return false;
+    if (closed_.load() || Clock::now() >= deadline || in_callback) return false;
     if (reaper) {
       // Handlers on the progress thread free space by reaping themselves.
       lock.unlock();
@@ -53,9 +61,7 @@ Status ClientCore::Submit(std::span<Submission> subs, std::chrono::milliseconds 
       std::optional<uint64_t> got;
       while (!(got = app_arena_.Allocate(len))) {
         if (!wait_for_space()) {
-          return closed_.load()
-                     ? CheckOpen()
-                     : Status(Code::kTimeout, "no room in the mailbox arena before the deadline");
+          return no_space("no room in the mailbox arena");
         }
       }
       off = *got;
@@ -64,9 +70,7 @@ Status ClientCore::Submit(std::span<Submission> subs, std::chrono::milliseconds 
     while (sq_tail_ - header_->sq_head.value.load(std::memory_order_acquire) >= geo_.sq_entries) {
       if (!wait_for_space()) {
         if (len > 0) app_arena_.Free(off, len);
-        return closed_.load()
-                   ? CheckOpen()
-                   : Status(Code::kTimeout, "the submission ring stayed full until the deadline");
+        return no_space("the submission ring is full");
       }
     }
     shm::SubmitDesc d = sub.desc;
