@@ -19,7 +19,7 @@ int Main(int argc, char** argv) {
   app.add_option("-c,--config", config, "TOML configuration file (flags override it)");
   app.add_option("--socket", flags.socket,
                  "control socket (default: $MCDMA_SOCKET, $XDG_RUNTIME_DIR/mcdma/rpcd.sock, "
-                 "/run/mcdma/rpcd.sock)");
+                 "/run/mcdma/rpcd.sock; /var/run/mcdma/rpcd.sock on macOS)");
   app.add_option("--host-id", flags.host_id, "host id shown to peers (default: hostname)");
   app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|critical|off");
   app.add_option("--spin-budget-us", flags.spin_budget_us,
