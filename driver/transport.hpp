@@ -139,6 +139,8 @@ class Device {
   // message), so the owning thread may sleep in between. Set before any
   // connection exists; `notify` must be cheap and thread-safe. Transports
   // that do all their work inside Poll() (loop) never call it.
+  // By value: implementations keep it (move it into place).
+  // NOLINTNEXTLINE(performance-unnecessary-value-param)
   virtual void SetNotifier(std::function<void()> notify) { (void)notify; }
 };
 

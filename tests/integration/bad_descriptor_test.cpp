@@ -100,7 +100,9 @@ class BadDescriptors : public DaemonTest {
     EXPECT_FALSE(e->payload.empty()) << "an error completion should carry its message";
     EXPECT_EQ(e->desc.bytes, 0u);
     std::cerr << "  " << what << " -> " << Name(e->desc.status) << ": " << e->payload << "\n";
-    if (malformed) EXPECT_EQ(AdminStatus().invalid_descriptors(), invalid_before + 1);
+    if (malformed) {
+      EXPECT_EQ(AdminStatus().invalid_descriptors(), invalid_before + 1);
+    }
   }
 
   // A normal call from the raw session, then one from another client, pass.
