@@ -1,0 +1,73 @@
+// The engine-side objects of the tcp transport: the state a device shares
+// with its children, and TcpConnection (post-time checks, Poll). Internal;
+// include tcp_transport.hpp instead.
+//
+// Ownership: a TcpDevice and every region, endpoint and connection created
+// from it hold one shared DeviceCore, so children may outlive the device.
+// Members are declared in dependency order (the I/O thread uses the
+// registry and the rendezvous), so destruction runs in reverse.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "driver/tcp/tcp_io.hpp"
+#include "driver/tcp/tcp_registry.hpp"
+#include "driver/tcp/tcp_shared.hpp"
+#include "driver/transport.hpp"
+#include "mcdma/status.hpp"
+
+namespace mcdma::driver::tcp {
+
+struct DeviceCore {
+  DeviceCore(Caps caps_in, std::chrono::milliseconds timeout)
+      : caps(std::move(caps_in)),
+        connect_timeout(timeout),
+        registry(caps.max_registrations),
+        io(registry, rendezvous, timeout) {}
+
+  const Caps caps;
+  const std::chrono::milliseconds connect_timeout;
+  std::string advertise_address;  // set once, before any child exists
+  uint16_t port = 0;              // likewise
+  Registry registry;
+  Rendezvous rendezvous;
+  IoThread io;
+};
+
+// One data connection, engine side. Work runs on the I/O thread (tcp_wire.hpp).
+class TcpConnection final : public Connection {
+ public:
+  TcpConnection(std::shared_ptr<DeviceCore> core, std::shared_ptr<ConnShared> shared)
+      : core_(std::move(core)), shared_(std::move(shared)) {}
+  // Tells the I/O thread to close the socket (the peer sees CLOSE).
+  ~TcpConnection() override;
+  TcpConnection(const TcpConnection&) = delete;
+  TcpConnection& operator=(const TcpConnection&) = delete;
+
+  const Caps& caps() const override { return core_->caps; }
+  Status PostSend(uint64_t wr_id, const LocalSlice& src) override;
+  Status PostRecv(uint64_t wr_id, const LocalSlice& dst) override;
+  Status PostWrite(uint64_t wr_id, const LocalSlice& src, const RemoteSlice& dst) override;
+  Status PostRead(uint64_t wr_id, const LocalSlice& dst, const RemoteSlice& src) override;
+  // Reaps only; never blocks on the I/O thread beyond a short mutex.
+  size_t Poll(std::span<WorkCompletion> out) override;
+  uint32_t outstanding() const override { return send_outstanding_ + recv_outstanding_; }
+
+ private:
+  Status CheckUp(const char* op) const;
+  Status CheckLength(const char* op, uint64_t length, uint64_t limit, const char* limit_name) const;
+  Status CheckRoom(const char* op, uint32_t queued) const;
+
+  std::shared_ptr<DeviceCore> core_;
+  std::shared_ptr<ConnShared> shared_;
+  // Posted and not yet reaped (engine thread only): what Caps limits count.
+  uint32_t send_outstanding_ = 0;
+  uint32_t recv_outstanding_ = 0;
+  uint32_t reads_outstanding_ = 0;
+};
+
+}  // namespace mcdma::driver::tcp

@@ -1,0 +1,303 @@
+// IoThread: epoll loop, command queue, accepting and the HELLO check.
+#include "driver/tcp/tcp_io.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+#include "driver/tcp/tcp_wire.hpp"
+#include "mcdma_internal/sys.hpp"
+
+namespace mcdma::driver::tcp {
+namespace {
+
+constexpr int kMaxEvents = 64;
+// Sockets that have connected but not yet presented a valid HELLO; more are
+// closed at once (anyone who can reach the port can open one).
+constexpr size_t kMaxAccepting = 128;
+constexpr size_t kScratchBytes = size_t{256} << 10;
+
+}  // namespace
+
+IoThread::IoThread(Registry& registry, Rendezvous& rendezvous,
+                   std::chrono::milliseconds handshake_timeout)
+    : registry_(registry), rendezvous_(rendezvous), handshake_timeout_(handshake_timeout) {}
+
+IoThread::~IoThread() { Stop(); }
+
+Status IoThread::Start(Fd listener) {
+  epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_.valid()) return SysError("epoll_create1", errno);
+  wake_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_.valid()) return SysError("eventfd", errno);
+  listener_ = std::move(listener);
+  listener_handle_.fd = listener_.get();
+  wake_handle_.fd = wake_.get();
+  for (Handle* handle : {&listener_handle_, &wake_handle_}) {
+    epoll_event ev{.events = EPOLLIN, .data = {.ptr = handle}};
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, handle->fd, &ev) != 0) {
+      return SysError("epoll_ctl", errno, "ADD");
+    }
+  }
+  ctx_ = std::make_unique<WireContext>(WireContext{
+      .registry = registry_, .scratch = std::vector<std::byte>(kScratchBytes), .notify = false});
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+void IoThread::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  if (wake_.valid()) {
+    uint64_t one = 1;
+    (void)write(wake_.get(), &one, sizeof(one));
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void IoThread::SetNotifier(std::function<void()> notify) {
+  auto shared = notify ? std::make_shared<const std::function<void()>>(std::move(notify)) : nullptr;
+  std::lock_guard lock(notify_mu_);
+  notify_ = std::move(shared);
+}
+
+void IoThread::Post(const std::shared_ptr<ConnShared>& conn, const Request& request) {
+  Submit({.kind = Command::Kind::kPost, .conn = conn, .request = request, .fd = Fd()});
+}
+
+void IoThread::Adopt(Fd fd, const std::shared_ptr<ConnShared>& conn) {
+  Submit({.kind = Command::Kind::kAdopt, .conn = conn, .request = {}, .fd = std::move(fd)});
+}
+
+void IoThread::Close(const std::shared_ptr<ConnShared>& conn) {
+  Submit({.kind = Command::Kind::kClose, .conn = conn, .request = {}, .fd = Fd()});
+}
+
+void IoThread::Submit(Command command) {
+  bool queued = false;
+  bool wake = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!stopped_) {
+      commands_.push_back(std::move(command));
+      queued = true;
+      wake = !std::exchange(wake_pending_, true);
+    }
+  }
+  if (wake) {
+    uint64_t one = 1;
+    (void)write(wake_.get(), &one, sizeof(one));
+  }
+  // Stopped: the thread is gone, so the caller answers the command itself.
+  if (!queued) ApplyCommand(command, /*stopped=*/true);
+}
+
+void IoThread::ApplyCommand(Command& command, bool stopped) {
+  auto it = wires_.find(command.conn.get());
+  Wire* wire = it == wires_.end() ? nullptr : it->second.wire.get();
+  switch (command.kind) {
+    case Command::Kind::kPost:
+      if (wire != nullptr) {
+        wire->Enqueue(command.request);
+      } else {
+        command.conn->Push({.wr_id = command.request.wr_id,
+                            .op = command.request.op,
+                            .code = Code::kLinkDown,
+                            .byte_len = 0,
+                            .detail = "the connection is down"});
+        if (!stopped) ctx_->notify = true;
+      }
+      break;
+    case Command::Kind::kAdopt: {
+      if (stopped) {
+        command.conn->MarkDown("the tcp device was destroyed");
+        break;
+      }
+      WireSlot& slot = wires_[command.conn.get()];
+      slot.wire = std::make_unique<Wire>(std::move(command.fd), command.conn, *ctx_);
+      slot.handle.fd = slot.wire->fd();
+      slot.handle.wire = slot.wire.get();
+      epoll_event ev{.events = EPOLLIN | EPOLLRDHUP, .data = {.ptr = &slot.handle}};
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, slot.handle.fd, &ev) != 0) {
+        slot.wire->Fail(SysError("epoll_ctl", errno, "ADD data connection").message());
+      }
+      break;
+    }
+    case Command::Kind::kClose:
+      if (wire != nullptr) wire->Abandon();
+      break;
+  }
+}
+
+void IoThread::HandleCommands() {
+  uint64_t count = 0;
+  (void)read(wake_.get(), &count, sizeof(count));
+  std::deque<Command> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(commands_);
+    wake_pending_ = false;
+  }
+  std::vector<Wire*> touched;
+  for (Command& command : batch) {
+    ApplyCommand(command, /*stopped=*/false);
+    auto it = wires_.find(command.conn.get());
+    if (it != wires_.end()) touched.push_back(it->second.wire.get());
+  }
+  // Credits for the batch's RECVs go out together; then requests, then bytes.
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (Wire* wire : touched) wire->Progress();
+}
+
+void IoThread::Run() {
+  std::array<epoll_event, kMaxEvents> events{};
+  for (;;) {
+    int n = epoll_wait(epoll_.get(), events.data(), kMaxEvents, NextTimeoutMs());
+    if (n < 0 && errno != EINTR) break;  // cannot happen with valid fds
+    for (int i = 0; i < n; ++i) {
+      auto* handle = static_cast<Handle*>(events[i].data.ptr);
+      switch (handle->kind) {
+        case Handle::Kind::kListener:
+          AcceptAll();
+          break;
+        case Handle::Kind::kWake:
+          HandleCommands();
+          break;
+        case Handle::Kind::kAccepting:
+          ReadHello(handle->accepting);
+          break;
+        case Handle::Kind::kWire:
+          if (handle->wire->dead()) break;
+          if ((events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+            handle->wire->OnReadable();
+          }
+          if ((events[i].events & EPOLLOUT) != 0) handle->wire->Flush();
+          break;
+      }
+    }
+    ExpireAccepting();
+    for (auto& [conn, slot] : wires_) UpdateInterest(slot);
+    NotifyIfNeeded();
+    ReapDead();
+    std::lock_guard lock(mu_);
+    if (stop_) break;
+  }
+  Shutdown();
+}
+
+void IoThread::UpdateInterest(WireSlot& slot) {
+  Wire& wire = *slot.wire;
+  if (wire.dead() || wire.wants_output() == wire.epollout) return;
+  wire.epollout = wire.wants_output();
+  epoll_event ev{.events = EPOLLIN | EPOLLRDHUP | (wire.epollout ? EPOLLOUT : 0u),
+                 .data = {.ptr = &slot.handle}};
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, wire.fd(), &ev) != 0) {
+    wire.Fail(SysError("epoll_ctl", errno, "MOD data connection").message());
+  }
+}
+
+void IoThread::ReapDead() {
+  for (auto it = wires_.begin(); it != wires_.end();) {
+    if (it->second.wire->dead()) {
+      (void)epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.wire->fd(), nullptr);
+      it = wires_.erase(it);  // closes the socket
+    } else {
+      ++it;
+    }
+  }
+}
+
+void IoThread::NotifyIfNeeded() {
+  if (!ctx_->notify) return;
+  ctx_->notify = false;
+  std::shared_ptr<const std::function<void()>> notify;
+  {
+    std::lock_guard lock(notify_mu_);
+    notify = notify_;
+  }
+  if (notify) (*notify)();
+}
+
+void IoThread::AcceptAll() {
+  for (;;) {
+    Fd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) return;  // EAGAIN, or a transient error: epoll reports again
+    if (accepting_.size() >= kMaxAccepting || !SetDataSocketOptions(fd.get()).ok()) continue;
+    auto accepting = std::make_unique<Accepting>();
+    accepting->fd = std::move(fd);
+    accepting->handle.fd = accepting->fd.get();
+    accepting->handle.accepting = accepting.get();
+    accepting->deadline = std::chrono::steady_clock::now() + handshake_timeout_;
+    epoll_event ev{.events = EPOLLIN | EPOLLRDHUP, .data = {.ptr = &accepting->handle}};
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, accepting->handle.fd, &ev) != 0) continue;
+    Accepting* key = accepting.get();
+    accepting_.emplace(key, std::move(accepting));
+  }
+}
+
+void IoThread::ReadHello(Accepting* accepting) {
+  // The dialer sends its HELLO and then waits for ours, so reading exactly
+  // the HELLO's bytes leaves nothing of the data stream behind here.
+  ssize_t n = recv(accepting->fd.get(), accepting->hello.data() + accepting->got,
+                   accepting->hello.size() - accepting->got, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n <= 0) {
+    DropAccepting(accepting);
+    return;
+  }
+  accepting->got += static_cast<size_t>(n);
+  if (accepting->got < accepting->hello.size()) return;
+  Result<Hello> hello = DecodeHello(accepting->hello.data());
+  (void)epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, accepting->fd.get(), nullptr);
+  // An unknown token, or an endpoint already dialled: the socket closes.
+  if (hello.ok()) (void)rendezvous_.Offer(hello->target, hello->sender, accepting->fd);
+  accepting_.erase(accepting);
+}
+
+void IoThread::DropAccepting(Accepting* accepting) {
+  (void)epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, accepting->fd.get(), nullptr);
+  accepting_.erase(accepting);
+}
+
+int IoThread::NextTimeoutMs() {
+  if (accepting_.empty()) return -1;
+  auto first = std::chrono::steady_clock::time_point::max();
+  for (const auto& [key, accepting] : accepting_) first = std::min(first, accepting->deadline);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      first - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 60'000));
+}
+
+void IoThread::ExpireAccepting() {
+  auto now = std::chrono::steady_clock::now();
+  for (auto it = accepting_.begin(); it != accepting_.end();) {
+    Accepting* accepting = (it++)->first;
+    if (accepting->deadline <= now) DropAccepting(accepting);
+  }
+}
+
+void IoThread::Shutdown() {
+  for (auto& [conn, slot] : wires_) slot.wire->Fail("the tcp device was destroyed");
+  wires_.clear();
+  accepting_.clear();
+  listener_.Reset();
+  // From here on Submit answers commands itself; those that raced with the
+  // shutdown are answered now. wires_ is empty and stays so.
+  std::deque<Command> left;
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    left.swap(commands_);
+  }
+  for (Command& command : left) ApplyCommand(command, /*stopped=*/true);
+}
+
+}  // namespace mcdma::driver::tcp

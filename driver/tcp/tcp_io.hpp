@@ -1,0 +1,130 @@
+// IoThread: the tcp device's one I/O thread — its "NIC". It waits in
+// epoll_wait on the listening socket, every data connection and an eventfd,
+// and does all socket I/O non-blocking; nothing spins.
+//
+//   * The engine thread hands it work through Post/Adopt/Close: a command
+//     queue under a mutex plus an eventfd write (skipped while a wake-up is
+//     already pending). Commands are handled in order.
+//   * Accepted sockets must present a HELLO naming an open endpoint within
+//     the handshake timeout; they are then parked in the Rendezvous for that
+//     endpoint's Connect. Anything else is closed.
+//   * Completions go to each connection's ConnShared; after a round of
+//     events that delivered any, the notifier (Device::SetNotifier) is called
+//     once, from this thread. It is never called during or after Stop().
+//
+// Threading: Post/Adopt/Close/SetNotifier may be called from any thread
+// (the engine's, in practice); Start and Stop from the owner only. All other
+// state belongs to the I/O thread.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "driver/tcp/tcp_registry.hpp"
+#include "driver/tcp/tcp_shared.hpp"
+#include "driver/tcp/tcp_socket.hpp"
+#include "mcdma/status.hpp"
+
+namespace mcdma::driver::tcp {
+
+class Wire;
+struct WireContext;
+
+class IoThread {
+ public:
+  IoThread(Registry& registry, Rendezvous& rendezvous, std::chrono::milliseconds handshake_timeout);
+  ~IoThread();
+  IoThread(const IoThread&) = delete;
+  IoThread& operator=(const IoThread&) = delete;
+
+  // Takes the listening socket and starts the thread.
+  Status Start(Fd listener);
+  // Stops and joins the thread: every connection goes down (its requests
+  // complete kLinkDown); later commands are answered inline the same way.
+  void Stop();
+
+  void SetNotifier(std::function<void()> notify);
+
+  // A checked request for the connection behind `conn`.
+  void Post(const std::shared_ptr<ConnShared>& conn, const Request& request);
+  // A handshaken socket becomes the data connection behind `conn`.
+  void Adopt(Fd fd, const std::shared_ptr<ConnShared>& conn);
+  // The engine destroyed the connection behind `conn`.
+  void Close(const std::shared_ptr<ConnShared>& conn);
+
+ private:
+  struct Command {
+    enum class Kind : uint8_t { kPost, kAdopt, kClose } kind = Kind::kPost;
+    std::shared_ptr<ConnShared> conn;
+    Request request;
+    Fd fd;
+  };
+  struct Accepting;
+  // What an epoll event's data.ptr points at.
+  struct Handle {
+    enum class Kind : uint8_t { kListener, kWake, kAccepting, kWire } kind;
+    int fd = -1;
+    Wire* wire = nullptr;            // kWire
+    Accepting* accepting = nullptr;  // kAccepting
+  };
+  // An accepted socket reading its HELLO.
+  struct Accepting {
+    Handle handle{.kind = Handle::Kind::kAccepting};
+    Fd fd;
+    std::array<std::byte, kHelloFrameBytes> hello{};
+    size_t got = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  struct WireSlot {
+    std::unique_ptr<Wire> wire;
+    Handle handle{.kind = Handle::Kind::kWire};
+  };
+
+  void Submit(Command command);
+  void Run();
+  void HandleCommands();
+  // `stopped`: the thread is gone; answer without it.
+  void ApplyCommand(Command& command, bool stopped);
+  void AcceptAll();
+  void ReadHello(Accepting* accepting);
+  void DropAccepting(Accepting* accepting);
+  int NextTimeoutMs();
+  void ExpireAccepting();
+  void UpdateInterest(WireSlot& slot);
+  void ReapDead();
+  void NotifyIfNeeded();
+  void Shutdown();
+
+  Registry& registry_;
+  Rendezvous& rendezvous_;
+  const std::chrono::milliseconds handshake_timeout_;
+  Fd epoll_;
+  Fd wake_;
+  Fd listener_;
+  Handle listener_handle_{.kind = Handle::Kind::kListener};
+  Handle wake_handle_{.kind = Handle::Kind::kWake};
+
+  std::mutex mu_;
+  std::deque<Command> commands_;  // guarded by mu_
+  bool wake_pending_ = false;     // guarded by mu_
+  bool stop_ = false;             // guarded by mu_
+  bool stopped_ = false;          // guarded by mu_: commands are answered inline
+
+  std::mutex notify_mu_;
+  std::shared_ptr<const std::function<void()>> notify_;  // guarded by notify_mu_
+
+  // I/O thread only.
+  std::unique_ptr<WireContext> ctx_;
+  std::unordered_map<ConnShared*, WireSlot> wires_;
+  std::unordered_map<Accepting*, std::unique_ptr<Accepting>> accepting_;
+  std::thread thread_;
+};
+
+}  // namespace mcdma::driver::tcp

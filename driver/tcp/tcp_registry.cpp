@@ -1,0 +1,115 @@
+// Registry: keys, ids and pins of the tcp device's registrations.
+#include "driver/tcp/tcp_registry.hpp"
+
+#include <string>
+#include <utility>
+
+namespace mcdma::driver::tcp {
+
+Pin& Pin::operator=(Pin&& other) noexcept {
+  if (this != &other) {
+    Release();
+    registry_ = other.registry_;
+    entry_ = std::exchange(other.entry_, nullptr);
+  }
+  return *this;
+}
+
+void Pin::Release() {
+  if (entry_ != nullptr) registry_->Unpin(std::exchange(entry_, nullptr));
+}
+
+uint32_t Registry::NewKey() {
+  for (;;) {
+    auto key = static_cast<uint32_t>(rng_());
+    if (key != 0 && !by_lkey_.contains(key) && !by_rkey_.contains(key)) return key;
+  }
+}
+
+Status Registry::Add(RegionEntry& entry) {
+  std::lock_guard lock(mu_);
+  if (max_registrations_ != 0 && owners_.size() >= max_registrations_) {
+    return Status(Code::kNoMemory, "Register: device holds max_registrations (" +
+                                       std::to_string(max_registrations_) + ") regions");
+  }
+  // Each key is drawn after the previous one is in the maps, so the two
+  // differ from each other as well as from every other live key.
+  entry.lkey = NewKey();
+  by_lkey_.emplace(entry.lkey, &entry);
+  entry.rkey = NewKey();
+  by_rkey_.emplace(entry.rkey, &entry);
+  entry.id = next_id_++;
+  by_id_.emplace(entry.id, &entry);
+  owners_.emplace(entry.owner, &entry);
+  return Status::Ok();
+}
+
+void Registry::Remove(RegionEntry& entry) {
+  std::unique_lock lock(mu_);
+  owners_.erase(entry.owner);
+  by_id_.erase(entry.id);
+  by_rkey_.erase(entry.rkey);
+  by_lkey_.erase(entry.lkey);
+  // Unreachable from now on; wait out the socket call or copy in progress.
+  unpinned_.wait(lock, [&] { return entry.pins == 0; });
+}
+
+Result<uint64_t> Registry::CheckLocal(const char* op, const LocalSlice& slice) {
+  if (slice.region == nullptr) {
+    return Status(Code::kInvalid, std::string(op) + ": local slice has no region");
+  }
+  uint64_t length = 0;
+  uint64_t id = 0;
+  {
+    std::lock_guard lock(mu_);
+    // Membership first: a foreign or destroyed region must not be dereferenced.
+    auto it = owners_.find(slice.region);
+    if (it == owners_.end()) {
+      return Status(Code::kInvalid,
+                    std::string(op) + ": local region is not registered on this device");
+    }
+    length = it->second->length;
+    id = it->second->id;
+  }
+  if (!RangeWithin(slice.offset, slice.length, length)) {
+    return Status(Code::kOutOfRange, std::string(op) + ": local slice [" +
+                                         std::to_string(slice.offset) + ", +" +
+                                         std::to_string(slice.length) + ") outside its region of " +
+                                         std::to_string(length) + " bytes");
+  }
+  return id;
+}
+
+RemoteTarget Registry::ResolveRemote(uint32_t rkey, uint32_t need, uint64_t addr, uint64_t length) {
+  // Details never carry the key or address: completions get logged.
+  std::lock_guard lock(mu_);
+  auto it = by_rkey_.find(rkey);
+  if (it == by_rkey_.end()) {
+    return {Code::kPermissionDenied, 0, "rkey names no live registration"};
+  }
+  const RegionEntry& entry = *it->second;
+  if ((entry.access & need) != need) {
+    return {Code::kPermissionDenied, 0,
+            need == kAccessRemoteWrite ? "remote region does not allow remote writes"
+                                       : "remote region does not allow remote reads"};
+  }
+  if (!RangeWithin(addr, length, entry.length)) {
+    return {Code::kOutOfRange, 0, "remote range outside the registered region"};
+  }
+  return {Code::kOk, entry.id, ""};
+}
+
+Pin Registry::PinId(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return {};
+  ++it->second->pins;
+  return {this, it->second};
+}
+
+void Registry::Unpin(RegionEntry* entry) {
+  std::lock_guard lock(mu_);
+  if (--entry->pins == 0) unpinned_.notify_all();
+}
+
+}  // namespace mcdma::driver::tcp

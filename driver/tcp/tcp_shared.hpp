@@ -1,0 +1,92 @@
+// State the engine thread and the tcp I/O thread share: posted requests on
+// their way in, completions on their way out, and the rendezvous where
+// accepted sockets meet the endpoints waiting for them.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "driver/tcp/tcp_frame.hpp"
+#include "driver/tcp/tcp_socket.hpp"
+#include "driver/transport.hpp"
+#include "mcdma/status.hpp"
+
+namespace mcdma::driver::tcp {
+
+// A request as the engine posted it, checked, with its local memory named
+// by registration id (see tcp_registry.hpp).
+struct Request {
+  uint64_t wr_id = 0;
+  WorkOp op = WorkOp::kSend;
+  uint64_t region_id = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  RemoteSlice remote;  // WRITE/READ only
+};
+
+// One connection's mailbox between the threads. The I/O thread appends
+// completions and marks the link down; the engine's Poll drains them.
+struct ConnShared {
+  // Set once, by the I/O thread, after every request it knew of completed.
+  std::atomic<bool> down{false};
+  std::mutex mu;
+  std::deque<WorkCompletion> completions;  // guarded by mu
+  std::string down_detail;                 // guarded by mu
+
+  void Push(WorkCompletion wc) {
+    std::lock_guard lock(mu);
+    completions.push_back(std::move(wc));
+  }
+  void MarkDown(const std::string& detail) {
+    std::lock_guard lock(mu);
+    if (!down.load(std::memory_order_relaxed)) down_detail = detail;
+    down.store(true, std::memory_order_release);
+  }
+  std::string DownDetail() {
+    std::lock_guard lock(mu);
+    return down_detail;
+  }
+};
+
+// Endpoints waiting for their peer to dial in, by token. The I/O thread
+// parks a socket whose HELLO named an open endpoint; that endpoint's Connect
+// (engine thread) collects it. Thread-safe.
+class Rendezvous {
+ public:
+  struct Arrival {
+    Fd fd;
+    Token sender{};
+  };
+
+  // CreateEndpoint: the token may now be dialled.
+  void Open(const Token& token);
+  // The endpoint was consumed or destroyed: later dials naming it are
+  // refused, and a socket parked on it is closed.
+  void Close(const Token& token);
+  // I/O thread: parks `fd` on the open endpoint `target`. False (fd left
+  // with the caller) when no endpoint is open under that token or a socket
+  // is already parked there.
+  bool Offer(const Token& target, const Token& sender, Fd& fd);
+  // Connect: waits for a socket parked on `token`; kTimeout at the
+  // deadline, kLinkDown once the device is shutting down.
+  Result<Arrival> Await(const Token& token, Deadline deadline);
+  // The device is being destroyed: refuse everything, wake waiters.
+  void Shutdown();
+
+ private:
+  struct Slot {
+    Fd fd;
+    Token sender{};
+  };
+  std::mutex mu_;
+  std::condition_variable arrived_;
+  std::map<Token, Slot> slots_;  // guarded by mu_
+  bool shut_ = false;            // guarded by mu_
+};
+
+}  // namespace mcdma::driver::tcp

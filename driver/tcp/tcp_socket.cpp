@@ -1,0 +1,189 @@
+// Socket helpers of the tcp transport (see tcp_socket.hpp).
+#include "driver/tcp/tcp_socket.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+
+#include "mcdma_internal/sys.hpp"
+
+namespace mcdma::driver::tcp {
+namespace {
+
+// Idle connections are probed so that a vanished peer host is noticed even
+// when nothing is being sent: after 10 s idle, every 5 s, 3 misses.
+constexpr int kKeepIdleSeconds = 10;
+constexpr int kKeepIntervalSeconds = 5;
+constexpr int kKeepCount = 3;
+
+struct AddrInfoDeleter {
+  void operator()(addrinfo* ai) const { freeaddrinfo(ai); }
+};
+using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+
+Result<AddrInfoPtr> Resolve(const std::string& address, uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  addrinfo* result = nullptr;
+  std::string service = std::to_string(port);
+  int rc =
+      getaddrinfo(address.empty() ? nullptr : address.c_str(), service.c_str(), &hints, &result);
+  if (rc != 0) {
+    return Status(Code::kInvalid, "getaddrinfo(" + address + "): " + std::string(gai_strerror(rc)));
+  }
+  return AddrInfoPtr(result);
+}
+
+Status SetInt(int fd, int level, int name, int value, const char* what) {
+  if (setsockopt(fd, level, name, &value, sizeof(value)) != 0) {
+    return SysError("setsockopt", errno, what);
+  }
+  return Status::Ok();
+}
+
+int RemainingMs(Deadline deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1'000'000));
+}
+
+// Waits for `events` on fd until the deadline: Ok, kTimeout or a SysError.
+Status WaitFor(int fd, short events, Deadline deadline, const char* what) {
+  for (;;) {
+    pollfd pfd{.fd = fd, .events = events, .revents = 0};
+    int rc = poll(&pfd, 1, RemainingMs(deadline));
+    if (rc > 0) return Status::Ok();
+    if (rc == 0) return Status(Code::kTimeout, std::string(what) + ": timed out");
+    if (errno != EINTR) return SysError("poll", errno, what);
+  }
+}
+
+Status LinkError(const char* call, int err, const char* what) {
+  Status sys = SysError(call, err, what);
+  return Status(Code::kLinkDown, sys.message());
+}
+
+}  // namespace
+
+void Fd::Reset() {
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+Result<Fd> Listen(const std::string& address, uint16_t port) {
+  MCDMA_ASSIGN_OR_RETURN(AddrInfoPtr ai, Resolve(address, port, /*passive=*/true));
+  Status last(Code::kInvalid, "listen: no usable address for " + address);
+  for (addrinfo* a = ai.get(); a != nullptr; a = a->ai_next) {
+    Fd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd.valid()) {
+      last = SysError("socket", errno, "listen " + address);
+      continue;
+    }
+    MCDMA_RETURN_IF_ERROR(SetInt(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR"));
+    if (bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
+      last = SysError("bind", errno, address + ":" + std::to_string(port));
+      continue;
+    }
+    if (listen(fd.get(), SOMAXCONN) != 0) {
+      last = SysError("listen", errno, address);
+      continue;
+    }
+    return fd;
+  }
+  return last;
+}
+
+Result<uint16_t> BoundPort(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return SysError("getsockname", errno);
+  }
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return Status(Code::kInternal, "getsockname: not an IP socket");
+}
+
+Status SetDataSocketOptions(int fd) {
+  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY"));
+  MCDMA_RETURN_IF_ERROR(SetInt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE"));
+  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPIDLE, kKeepIdleSeconds, "TCP_KEEPIDLE"));
+  MCDMA_RETURN_IF_ERROR(
+      SetInt(fd, IPPROTO_TCP, TCP_KEEPINTVL, kKeepIntervalSeconds, "TCP_KEEPINTVL"));
+  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPCNT, kKeepCount, "TCP_KEEPCNT"));
+  return Status::Ok();
+}
+
+Result<Fd> Dial(const std::string& address, uint16_t port, Deadline deadline) {
+  Result<AddrInfoPtr> resolved = Resolve(address, port, /*passive=*/false);
+  if (!resolved.ok()) return Status(Code::kLinkDown, resolved.status().message());
+  AddrInfoPtr ai = std::move(resolved).value();
+  Status last(Code::kLinkDown, "connect: no usable address for " + address);
+  for (addrinfo* a = ai.get(); a != nullptr; a = a->ai_next) {
+    Fd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd.valid()) {
+      last = SysError("socket", errno, "connect " + address);
+      continue;
+    }
+    if (connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
+      if (errno != EINPROGRESS) {
+        last = LinkError("connect", errno, "dialling the peer endpoint");
+        continue;
+      }
+      Status waited = WaitFor(fd.get(), POLLOUT, deadline, "connect");
+      if (!waited.ok()) return waited;
+      int err = 0;
+      socklen_t len = sizeof(err);
+      if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (err != 0) {
+        last = LinkError("connect", err, "dialling the peer endpoint");
+        continue;
+      }
+    }
+    MCDMA_RETURN_IF_ERROR(SetDataSocketOptions(fd.get()));
+    return fd;
+  }
+  return last;
+}
+
+Status WriteAll(int fd, std::span<const std::byte> bytes, Deadline deadline) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      MCDMA_RETURN_IF_ERROR(WaitFor(fd, POLLOUT, deadline, "handshake send"));
+    } else if (n < 0 && errno != EINTR) {
+      return LinkError("send", errno, "handshake");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadExact(int fd, std::span<std::byte> bytes, Deadline deadline) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = recv(fd, bytes.data() + done, bytes.size() - done, 0);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n == 0) {
+      return Status(Code::kLinkDown, "handshake: the peer closed the connection");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      MCDMA_RETURN_IF_ERROR(WaitFor(fd, POLLIN, deadline, "handshake receive"));
+    } else if (errno != EINTR) {
+      return LinkError("recv", errno, "handshake");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace mcdma::driver::tcp
