@@ -11,17 +11,22 @@
 //   4      1    version      1
 //   5      1    type         FrameType below
 //   6      2    flags        0 (no flags are defined; nonzero is a violation)
-//   8      2    status       mcdma::Code of a result or abort; 0 = OK
+//   8      2    status       mcdma::Code (status.hpp) of a result or an
+//                            abort; 0 = OK; > 15 is a violation. Nonzero only
+//                            in SEND, WRITE, WRITE_ACK, READ_RESP
 //   10     2    reserved     0
 //   12     4    rkey         WRITE, READ_REQ: the target region's rkey
-//   16     8    wr_id        request tag: the initiator's per-connection
-//                            sequence number of the request (never the app's
-//                            wr_id, which does not leave the host)
+//   16     8    wr_id        request tag. SEND, WRITE, READ_REQ: the
+//                            initiator's per-connection sequence number of the
+//                            request (never the app's wr_id, which does not
+//                            leave the host); WRITE_ACK, READ_RESP: the tag of
+//                            the request answered
 //   24     8    remote_addr  WRITE, READ_REQ: byte offset within the region
 //   32     4    length       payload bytes that follow (READ_REQ: bytes asked)
 //   36     4    reserved     0
 //
-// Fields a type does not use must be 0. Frame types:
+// Fields a type does not use (rkey and remote_addr outside WRITE/READ_REQ,
+// wr_id in HELLO/CREDIT/HEARTBEAT/CLOSE) must be 0. Frame types:
 //
 //   1 HELLO      handshake only, see below. Payload 32 bytes: the target
 //                endpoint's 16-byte token, then the sender's.
@@ -47,7 +52,7 @@
 //   7 CREDIT     the sender posted RECVs: payload is one u32 per RECV, its
 //                length in bytes, oldest first; each entry is one credit
 //                (batched: every RECV posted since the last CREDIT).
-//                length is a multiple of 4, at most kMaxCreditFrameBytes.
+//                length is a multiple of 4 in [4, 4096].
 //   8 HEARTBEAT  length 0; ignored (defined for liveness; not sent by v1).
 //   9 CLOSE      length 0; the sender is closing the connection on purpose.
 //
@@ -56,7 +61,8 @@
 // so answers arrive in the order of the requests: an answer whose wr_id is
 // not the oldest unanswered WRITE/READ_REQ is a violation.
 //
-// Handshake: LocalInfo() = "tcp1 <address> <port> <token>" (token: 32 hex
+// Handshake: LocalInfo() = "tcp1 <address> <port> <token>" (address: what
+// peers dial, numeric or a name; port: decimal; token: 32 lowercase hex
 // digits, 128 random bits). The side whose token is lower (bytewise) dials
 // the other's address and sends HELLO{target = the acceptor's token, sender
 // = its own}; the acceptor matches the target to one of its endpoints (else
@@ -65,11 +71,17 @@
 // Nothing else is sent before the answer. Tokens travel over the daemons'
 // authenticated peer channel, so presenting one is the authorization.
 //
-// Violations — bad magic, version, flags or reserved fields, an unknown
-// type, a length the type does not allow, a SEND with no credit or larger
-// than its credit, an unexpected answer, HELLO after the handshake, more
-// than kMaxHeldCredits credits or kMaxQueuedAnswers unsent answers — take
-// the connection down: every outstanding request completes kLinkDown.
+// After the handshake either side sends any frame at any time; CLOSE, EOF
+// or a socket error ends the connection.
+//
+// Violations — bad magic, version, flags, status or reserved fields, an
+// unknown type, a length the type does not allow, a SEND when no RECV is
+// posted or larger than the oldest posted RECV, an answer that is not the
+// expected one (or a READ_RESP whose length is not the READ's), HELLO after
+// the handshake, more than 2^20 credits held, more than 2^16 answers
+// queued unsent (the peer asks without reading) — take the connection down:
+// every outstanding request completes kLinkDown. A responder-side refusal
+// (rkey, access, bounds) is not a violation: it is answered with a status.
 #pragma once
 
 #include <array>

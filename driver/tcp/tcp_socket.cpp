@@ -22,6 +22,11 @@ namespace {
 constexpr int kKeepIdleSeconds = 10;
 constexpr int kKeepIntervalSeconds = 5;
 constexpr int kKeepCount = 3;
+// Data left unacknowledged this long (peer host frozen or gone, cable
+// pulled) errors the socket instead of retransmitting for ~15 minutes. The
+// peer's I/O thread reads whenever data arrives, so a live peer never
+// leaves its window closed this long.
+constexpr int kUserTimeoutMs = 30'000;
 
 struct AddrInfoDeleter {
   void operator()(addrinfo* ai) const { freeaddrinfo(ai); }
@@ -119,6 +124,8 @@ Status SetDataSocketOptions(int fd) {
   MCDMA_RETURN_IF_ERROR(
       SetInt(fd, IPPROTO_TCP, TCP_KEEPINTVL, kKeepIntervalSeconds, "TCP_KEEPINTVL"));
   MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPCNT, kKeepCount, "TCP_KEEPCNT"));
+  MCDMA_RETURN_IF_ERROR(
+      SetInt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, kUserTimeoutMs, "TCP_USER_TIMEOUT"));
   return Status::Ok();
 }
 

@@ -53,7 +53,8 @@ Result<uint16_t> BoundPort(int fd);
 // the deadline passes, kLinkDown when the peer refuses or is unreachable.
 Result<Fd> Dial(const std::string& address, uint16_t port, Deadline deadline);
 
-// TCP_NODELAY, keepalive probing of idle connections, close-on-exec.
+// TCP_NODELAY, keepalive probing of idle connections (dead after ~25 s),
+// TCP_USER_TIMEOUT (unacknowledged data fails the socket after 30 s).
 Status SetDataSocketOptions(int fd);
 
 // Blocking-with-deadline transfers on a non-blocking socket (handshake only).

@@ -843,7 +843,7 @@ TEST(TcpHostilePeer, RandomFramesNeverCrashOrWriteOutsideRegions) {
   // Well-formed-looking headers with random fields, some naming the real
   // rkey; the region sits between guard bytes that must never change.
   auto device = MakeDevice();
-  std::vector<uint8_t> buf(3 * 4096, 0xcc);
+  std::vector<uint8_t> buf(size_t{3} * 4096, 0xcc);
   auto region = device->Register(Bytes(buf) + 4096, 4096, kAccessRemoteRead | kAccessRemoteWrite);
   ASSERT_TRUE(region.ok());
   std::mt19937 rng(12345);
