@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "daemon.hpp"
 #include "options.hpp"
@@ -31,6 +33,20 @@ int Main(int argc, char** argv) {
                  "deadline for operations that set none");
   app.add_option("--drain-timeout-ms", flags.drain_timeout_ms,
                  "on SIGTERM, wait this long for in-flight work");
+  app.add_option("--fabric-key", flags.fabric_key,
+                 "fabric key file (mode 0600; `mcdmactl fabric-key new` writes one); "
+                 "enables the peer service");
+  app.add_option("--listen", flags.listen, "peer service address, host:port");
+  app.add_option("--data-listen", flags.data_listen,
+                 "tcp data-link listener, host:port (default: listen's host, any port)");
+  std::vector<std::string> peer_flags;
+  app.add_option("--peer", peer_flags,
+                 "a peer to link to: NAME=HOST[:PORT][,TRANSPORT] (repeatable; adds to the "
+                 "config file's [[peer]] list)");
+  app.add_option("--heartbeat-ms", flags.heartbeat_ms, "link heartbeat interval");
+  app.add_option("--link-timeout-ms", flags.link_timeout_ms,
+                 "heartbeat silence that takes a link down");
+  app.add_option("--reconnect-max-ms", flags.reconnect_max_ms, "longest reconnect backoff");
   bool check_only = false;
   app.add_flag("--check", check_only,
                "validate the configuration and flags, print the result, exit");
@@ -60,14 +76,41 @@ int Main(int argc, char** argv) {
   if (given("--max-buffer-bytes")) options.max_buffer_bytes = flags.max_buffer_bytes;
   if (given("--default-timeout-ms")) options.default_timeout_ms = flags.default_timeout_ms;
   if (given("--drain-timeout-ms")) options.drain_timeout_ms = flags.drain_timeout_ms;
+  if (given("--fabric-key")) options.fabric_key = flags.fabric_key;
+  if (given("--listen")) options.listen = flags.listen;
+  if (given("--data-listen")) options.data_listen = flags.data_listen;
+  if (given("--heartbeat-ms")) options.heartbeat_ms = flags.heartbeat_ms;
+  if (given("--link-timeout-ms")) options.link_timeout_ms = flags.link_timeout_ms;
+  if (given("--reconnect-max-ms")) options.reconnect_max_ms = flags.reconnect_max_ms;
+  for (const std::string& text : peer_flags) {
+    mcdma::daemon::PeerConfig peer;
+    auto eq = text.find('=');
+    if (eq == std::string::npos) {
+      std::fprintf(stderr, "mcdma-rpcd: --peer %s: expected NAME=HOST[:PORT][,TRANSPORT]\n",
+                   text.c_str());
+      return 2;
+    }
+    peer.name = text.substr(0, eq);
+    peer.address = text.substr(eq + 1);
+    if (auto comma = peer.address.find(','); comma != std::string::npos) {
+      peer.transport = peer.address.substr(comma + 1);
+      peer.address.resize(comma);
+    }
+    options.peers.push_back(std::move(peer));
+  }
   if (mcdma::Status st = mcdma::daemon::Validate(options); !st.ok()) {
     std::fprintf(stderr, "mcdma-rpcd: %s\n", st.message().c_str());
     return 2;
   }
 
   if (check_only) {
-    std::printf("configuration OK: socket %s, host id '%s'\n", options.socket.c_str(),
-                options.host_id.c_str());
+    std::printf("configuration OK: socket %s, host id '%s', peers: %s\n", options.socket.c_str(),
+                options.host_id.c_str(),
+                options.fabric_key.empty()
+                    ? "off (no fabric_key)"
+                    : (std::to_string(options.peers.size()) + " configured, listening on " +
+                       options.listen)
+                          .c_str());
     return 0;
   }
 

@@ -5,9 +5,11 @@
 
 #include <functional>
 #include <map>
+#include <set>
 
 #include "mcdma/client.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
+#include "mcdma_internal/peer_auth.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -53,15 +55,55 @@ std::map<std::string, Setter> Setters(Options& o) {
       {"limits.default_timeout_ms", Int(o.default_timeout_ms)},
       {"limits.max_ring_faults", Int(o.max_ring_faults)},
       {"limits.max_backlog", Int(o.max_backlog)},
+      {"fabric_key", Str(o.fabric_key)},
+      {"listen", Str(o.listen)},
+      {"data_listen", Str(o.data_listen)},
+      {"link.heartbeat_ms", Int(o.heartbeat_ms)},
+      {"link.timeout_ms", Int(o.link_timeout_ms)},
+      {"link.reconnect_min_ms", Int(o.reconnect_min_ms)},
+      {"link.reconnect_max_ms", Int(o.reconnect_max_ms)},
+      {"link.recv_slots", Int(o.link_recv_slots)},
+      {"link.slot_bytes", Int(o.link_slot_bytes)},
+      {"tls.cert", Str(o.tls_cert)},
+      {"tls.key", Str(o.tls_key)},
+      {"tls.ca", Str(o.tls_ca)},
   };
 }
 
+// [[peer]] tables: name, address, transport.
+Status LoadPeers(const toml::node& node, std::vector<PeerConfig>& peers) {
+  const toml::array* list = node.as_array();
+  if (list == nullptr) return Status(Code::kInvalid, "peer: expected [[peer]] tables");
+  for (size_t i = 0; i < list->size(); ++i) {
+    std::string where = "peer[" + std::to_string(i) + "]";
+    const toml::table* t = (*list)[i].as_table();
+    if (t == nullptr) return Status(Code::kInvalid, where + ": expected a table");
+    PeerConfig peer;
+    std::map<std::string, Setter> setters = {{"name", Str(peer.name)},
+                                             {"address", Str(peer.address)},
+                                             {"transport", Str(peer.transport)}};
+    for (const auto& [k, v] : *t) {
+      std::string key(k.str());
+      auto it = setters.find(key);
+      if (it == setters.end())
+        return Status(Code::kInvalid, where + "." + key + ": unknown configuration key");
+      MCDMA_RETURN_IF_ERROR(it->second(v, where + "." + key));
+    }
+    peers.push_back(std::move(peer));
+  }
+  return Status::Ok();
+}
+
 Status Walk(const toml::table& table, const std::string& prefix,
-            std::map<std::string, Setter>& setters) {
+            std::map<std::string, Setter>& setters, Options& options) {
   for (const auto& [k, node] : table) {
     std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (key == "peer") {
+      MCDMA_RETURN_IF_ERROR(LoadPeers(node, options.peers));
+      continue;
+    }
     if (const toml::table* sub = node.as_table()) {
-      MCDMA_RETURN_IF_ERROR(Walk(*sub, key, setters));
+      MCDMA_RETURN_IF_ERROR(Walk(*sub, key, setters, options));
       continue;
     }
     auto it = setters.find(key);
@@ -80,6 +122,42 @@ Status Pow2(uint32_t v, const char* key) {
   return Status::Ok();
 }
 
+Status ValidatePeering(Options& o) {
+  if (auto hp = SplitHostPort(o.listen, kDefaultPeerPort); !hp.ok())
+    return Status(Code::kInvalid, "listen: " + hp.status().message());
+  if (!o.data_listen.empty()) {
+    if (auto hp = SplitHostPort(o.data_listen, 0); !hp.ok())
+      return Status(Code::kInvalid, "data_listen: " + hp.status().message());
+  }
+  if (o.heartbeat_ms < 10 || o.heartbeat_ms > 60'000)
+    return Status(Code::kInvalid, "link.heartbeat_ms: must be in [10, 60000]");
+  if (o.link_timeout_ms < 2 * o.heartbeat_ms)
+    return Status(Code::kInvalid, "link.timeout_ms: must be at least twice heartbeat_ms");
+  if (o.reconnect_min_ms == 0 || o.reconnect_max_ms < o.reconnect_min_ms)
+    return Status(Code::kInvalid,
+                  "link.reconnect_min_ms/reconnect_max_ms: need 0 < min <= max");
+  if (o.link_recv_slots < 4 || o.link_recv_slots > 4096)
+    return Status(Code::kInvalid, "link.recv_slots: must be in [4, 4096]");
+  if (o.link_slot_bytes < 4096 || o.link_slot_bytes > (16u << 20))
+    return Status(Code::kInvalid, "link.slot_bytes: must be in [4096, 16 MiB]");
+  if (o.tls_cert.empty() != o.tls_key.empty())
+    return Status(Code::kInvalid, "tls.cert and tls.key: give both or neither");
+  if (!o.tls_cert.empty() && o.tls_ca.empty())
+    return Status(Code::kInvalid, "tls.ca: required with tls.cert (peers' certificates are verified)");
+  if (!o.peers.empty() && o.fabric_key.empty())
+    return Status(Code::kInvalid, "fabric_key: required when peers are configured");
+  std::set<std::string> names;
+  for (size_t i = 0; i < o.peers.size(); ++i) {
+    std::string where = "peer[" + std::to_string(i) + "]";
+    MCDMA_RETURN_IF_ERROR(ValidatePeer(o.peers[i], where));
+    if (o.peers[i].name == o.host_id)
+      return Status(Code::kInvalid, where + ".name: '" + o.host_id + "' is this host's own id");
+    if (!names.insert(o.peers[i].name).second)
+      return Status(Code::kInvalid, where + ".name: '" + o.peers[i].name + "' is listed twice");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status LoadTomlFile(const std::string& path, Options& options) {
@@ -92,7 +170,7 @@ Status LoadTomlFile(const std::string& path, Options& options) {
                                       std::string(err.description()));
   }
   auto setters = Setters(options);
-  Status st = Walk(table, "", setters);
+  Status st = Walk(table, "", setters, options);
   if (!st.ok()) return Status(st.code(), path + ": " + st.message());
   return Status::Ok();
 }
@@ -132,6 +210,49 @@ Status Validate(Options& o) {
   }
   if (o.spin_budget_us > 1'000'000)
     return Status(Code::kInvalid, "engine.spin_budget_us: at most 1000000");
+  return ValidatePeering(o);
+}
+
+Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& text,
+                                                       uint16_t default_port) {
+  std::string host = text;
+  std::string port;
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string::npos) return Status(Code::kInvalid, "unclosed '[' in '" + text + "'");
+    host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return Status(Code::kInvalid, "junk after ']' in '" + text + "'");
+      port = text.substr(close + 2);
+    }
+  } else if (auto colon = text.rfind(':'); colon != std::string::npos) {
+    if (text.find(':') != colon)
+      return Status(Code::kInvalid, "IPv6 address '" + text + "' must be written [addr]:port");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (host.empty() || host.find_first_of(" \t/") != std::string::npos)
+    return Status(Code::kInvalid, "bad host in '" + text + "'");
+  uint16_t value = default_port;
+  if (!port.empty() || text.back() == ':') {
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(port) > 65535)
+      return Status(Code::kInvalid, "bad port in '" + text + "'");
+    value = static_cast<uint16_t>(std::stoul(port));
+  }
+  return std::make_pair(host, value);
+}
+
+Status ValidatePeer(const PeerConfig& peer, const std::string& where) {
+  if (Status st = peer_auth::ValidateHostId(peer.name); !st.ok())
+    return Status(Code::kInvalid, where + ".name: " + st.message());
+  if (peer.address.empty()) return Status(Code::kInvalid, where + ".address: missing");
+  if (auto hp = SplitHostPort(peer.address, kDefaultPeerPort); !hp.ok())
+    return Status(Code::kInvalid, where + ".address: " + hp.status().message());
+  if (peer.transport != "auto" && peer.transport != "tcp" && peer.transport != "verbs")
+    return Status(Code::kInvalid,
+                  where + ".transport: expected \"auto\", \"tcp\" or \"verbs\", got \"" +
+                      peer.transport + "\"");
   return Status::Ok();
 }
 

@@ -5,10 +5,25 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mcdma/status.hpp"
 
 namespace mcdma::daemon {
+
+// One configured peer ([[peer]] in the TOML file, --peer on the command line,
+// `mcdmactl link add` at run time).
+struct PeerConfig {
+  // The peer's host id (its `host_id`); apps name it in "peer/service".
+  std::string name;
+  // host or host:port of the peer's Peer service; port default 7471.
+  std::string address;
+  // "auto" (verbs when both ends have a usable device, else tcp), "tcp" or
+  // "verbs".
+  std::string transport = "auto";
+};
+
+inline constexpr uint16_t kDefaultPeerPort = 7471;
 
 struct Options {
   // Control socket; default: mcdma::DefaultSocketPath() ($MCDMA_SOCKET,
@@ -36,7 +51,35 @@ struct Options {
   uint64_t transfer_chunk_bytes = 1ull << 20;  // one posted transfer piece; 1 MiB
   uint32_t drain_timeout_ms = 5000;            // SIGTERM: wait this long for in-flight work
   uint32_t attach_timeout_ms = 10000;          // unlink segments not mapped by then
+
+  // ---- Peers (links to other hosts) ----
+  // Fabric key file (64 hex digits, mode 0600); empty: no peer plane.
+  std::string fabric_key;
+  // Peer gRPC service address, host:port. Default "0.0.0.0:7471".
+  std::string listen = "0.0.0.0:7471";
+  // TCP data-link listener, host:port; default: listen's host, port 0 (any
+  // free port, told to peers in Connect).
+  std::string data_listen;
+  // Optional TLS on the peer service: PEM files. cert + key enable it; ca
+  // verifies peers' certificates (required when TLS is on).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  uint32_t heartbeat_ms = 500;         // heartbeat interval per link
+  uint32_t link_timeout_ms = 3000;     // silence that takes a link down
+  uint32_t reconnect_min_ms = 100;     // first reconnect delay, doubling
+  uint32_t reconnect_max_ms = 5000;    // longest reconnect delay
+  uint32_t link_recv_slots = 64;       // receive slots per link
+  uint32_t link_slot_bytes = 256 << 10;  // bytes per receive slot (message fragment)
+  std::vector<PeerConfig> peers;
 };
+
+// Parses "host[:port]" ("[v6]:port" for IPv6); port default `default_port`.
+Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& text,
+                                                       uint16_t default_port);
+// Checks one peer entry (name is a valid host id, address parses, transport
+// known). `where` prefixes errors (e.g. "peer[2]").
+Status ValidatePeer(const PeerConfig& peer, const std::string& where);
 
 // Loads a TOML file over `options` (keys documented in
 // systemd/rpcd.toml.example). Unknown keys are errors, so typos are caught.

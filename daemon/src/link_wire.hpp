@@ -1,0 +1,114 @@
+// Messages on a data link: what one daemon's engine SENDs into the receive
+// slots its peer's engine posted. Each SEND carries one fragment: a 40-byte
+// header and up to (slot_bytes - 40) bytes of the message's payload. A
+// message larger than one slot is cut into fragments that are posted back to
+// back, so on a link they arrive contiguous and in order (the transport
+// keeps SEND order); anything else is a protocol error that takes the link
+// down. Byte layout and rules: docs/protocol.md, "Data-link messages".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+
+namespace mcdma::daemon::link_wire {
+
+inline constexpr uint32_t kMagic = 0x4C44434D;  // "MCDL" read as little-endian bytes
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kHeaderBytes = 40;
+// The largest message payload a peer may announce (a call or reply is also
+// bounded by the receiving app's arena).
+inline constexpr uint32_t kMaxMessageBytes = 256u << 20;
+
+enum class MsgType : uint8_t {
+  kCall = 1,        // id: caller's call id; target: callee's service id
+  kNotify = 2,      // id: caller's op id (acknowledged by a kReply); target: service id
+  kReply = 3,       // id: the call/notify id; status: result code; payload: reply or message
+  kRevoke = 4,      // target: an export id the sender revoked
+  kEcho = 5,        // id: sequence; payload echoed back in a kEchoReply
+  kEchoReply = 6,   // id: the kEcho's sequence; payload: the kEcho's
+  kMaxType = 6,
+};
+
+// Little-endian on the wire, whatever the host's order.
+struct Header {
+  uint32_t magic = kMagic;
+  uint8_t version = kVersion;
+  MsgType type = MsgType::kCall;
+  uint16_t status = 0;      // kReply: a mcdma::Code
+  uint32_t total_len = 0;   // payload bytes of the whole message
+  uint32_t frag_off = 0;    // where this fragment's payload starts in the message
+  uint64_t id = 0;
+  uint64_t target = 0;
+  uint32_t timeout_us = 0;  // kCall/kNotify: time left before the caller's deadline
+  uint32_t reserved = 0;    // zero
+};
+
+namespace detail {
+template <typename T>
+void Put(std::byte* out, size_t off, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i)
+    out[off + i] = static_cast<std::byte>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff);
+}
+template <typename T>
+T Get(const std::byte* in, size_t off) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<uint64_t>(std::to_integer<uint8_t>(in[off + i])) << (8 * i);
+  return static_cast<T>(v);
+}
+}  // namespace detail
+
+inline void Encode(const Header& h, std::byte* out) {
+  detail::Put<uint32_t>(out, 0, h.magic);
+  detail::Put<uint8_t>(out, 4, h.version);
+  detail::Put<uint8_t>(out, 5, static_cast<uint8_t>(h.type));
+  detail::Put<uint16_t>(out, 6, h.status);
+  detail::Put<uint32_t>(out, 8, h.total_len);
+  detail::Put<uint32_t>(out, 12, h.frag_off);
+  detail::Put<uint64_t>(out, 16, h.id);
+  detail::Put<uint64_t>(out, 24, h.target);
+  detail::Put<uint32_t>(out, 32, h.timeout_us);
+  detail::Put<uint32_t>(out, 36, h.reserved);
+}
+
+// Decodes one fragment of `len` bytes; nullopt with `why` set when it breaks
+// a rule that needs no link state (magic, version, type, sizes).
+inline std::optional<Header> Decode(const std::byte* in, size_t len, std::string* why) {
+  if (len < kHeaderBytes) {
+    *why = "fragment of " + std::to_string(len) + " bytes is shorter than the header";
+    return std::nullopt;
+  }
+  Header h;
+  h.magic = detail::Get<uint32_t>(in, 0);
+  h.version = detail::Get<uint8_t>(in, 4);
+  uint8_t type = detail::Get<uint8_t>(in, 5);
+  h.status = detail::Get<uint16_t>(in, 6);
+  h.total_len = detail::Get<uint32_t>(in, 8);
+  h.frag_off = detail::Get<uint32_t>(in, 12);
+  h.id = detail::Get<uint64_t>(in, 16);
+  h.target = detail::Get<uint64_t>(in, 24);
+  h.timeout_us = detail::Get<uint32_t>(in, 32);
+  h.reserved = detail::Get<uint32_t>(in, 36);
+  if (h.magic != kMagic) {
+    *why = "bad magic";
+  } else if (h.version != kVersion) {
+    *why = "unsupported message version " + std::to_string(h.version);
+  } else if (type == 0 || type > static_cast<uint8_t>(MsgType::kMaxType)) {
+    *why = "unknown message type " + std::to_string(type);
+  } else if (h.total_len > kMaxMessageBytes) {
+    *why = "message of " + std::to_string(h.total_len) + " bytes is over the limit";
+  } else if (h.frag_off > h.total_len || len - kHeaderBytes > h.total_len - h.frag_off) {
+    *why = "fragment runs past its message's length";
+  } else if (len == kHeaderBytes && h.total_len != 0) {
+    *why = "empty fragment of a non-empty message";
+  } else {
+    h.type = static_cast<MsgType>(type);
+    return h;
+  }
+  return std::nullopt;
+}
+
+}  // namespace mcdma::daemon::link_wire
