@@ -7,9 +7,13 @@
 
 namespace mcdma::daemon {
 
+class LinkManager;
+
 class AdminService final : public v1::Admin::Service {
  public:
-  explicit AdminService(Engine& engine) : engine_(engine) {}
+  // `links`: null when peering is off.
+  explicit AdminService(Engine& engine, LinkManager* links = nullptr)
+      : engine_(engine), links_(links) {}
   grpc::Status Status(grpc::ServerContext*, const v1::StatusRequest*,
                       v1::StatusReply* rep) override {
     return Snapshot([&] { engine_.FillStatus(rep); });
@@ -26,6 +30,14 @@ class AdminService final : public v1::Admin::Service {
                        v1::BuffersReply* rep) override {
     return Snapshot([&] { engine_.FillBuffers(rep); });
   }
+  // admin_links.cpp
+  grpc::Status Links(grpc::ServerContext*, const v1::LinksRequest*, v1::LinksReply* rep) override;
+  grpc::Status LinkAdd(grpc::ServerContext*, const v1::LinkAddRequest* req,
+                       v1::LinkAddReply*) override;
+  grpc::Status LinkRemove(grpc::ServerContext*, const v1::LinkRemoveRequest* req,
+                          v1::LinkRemoveReply*) override;
+  grpc::Status LinkTest(grpc::ServerContext*, const v1::LinkTestRequest* req,
+                        v1::LinkTestReply* rep) override;
 
  private:
   template <typename F>
@@ -39,6 +51,7 @@ class AdminService final : public v1::Admin::Service {
     return grpc::Status::OK;
   }
   Engine& engine_;
+  LinkManager* links_;
 };
 
 }  // namespace mcdma::daemon

@@ -1,5 +1,7 @@
 #include "control_service.hpp"
 
+#include "peer/link_manager.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <mutex>
@@ -136,8 +138,29 @@ grpc::Status ControlService::Unexport(grpc::ServerContext*, const v1::UnexportRe
                      [&] { return engine_.Unexport(req->session().session_id(), req->name()); });
 }
 
+bool ControlService::IsRemote(const std::string& peer) const {
+  return !peer.empty() && peer != engine_.options().host_id;
+}
+
 grpc::Status ControlService::Resolve(grpc::ServerContext*, const v1::ResolveRequest* req,
                                      v1::ResolveReply* rep) {
+  if (IsRemote(req->peer())) {
+    // Checked on the engine first so a bad token never reaches a peer.
+    grpc::Status check = WithSession(req->session(), [] { return Status::Ok(); });
+    if (!check.ok()) return check;
+    if (links_ == nullptr) {
+      return ToGrpc(Status(Code::kNotFound, "peer '" + req->peer() +
+                                                "' is not linked to this daemon (peering is off: "
+                                                "no fabric_key)"));
+    }
+    auto info = links_->Resolve(req->session().session_id(), req->peer(), req->name());
+    if (!info.ok()) return ToGrpc(info.status());
+    rep->set_handle(info->handle);
+    rep->set_length(info->length);
+    rep->set_allow_read(info->allow_read);
+    rep->set_allow_write(info->allow_write);
+    return grpc::Status::OK;
+  }
   return WithSession(req->session(), [&]() -> Status {
     MCDMA_ASSIGN_OR_RETURN(ResolveInfo info,
                            engine_.Resolve(req->session().session_id(), req->peer(), req->name()));
@@ -176,6 +199,19 @@ grpc::Status ControlService::Unserve(grpc::ServerContext*, const v1::UnserveRequ
 grpc::Status ControlService::LookupService(grpc::ServerContext*,
                                            const v1::LookupServiceRequest* req,
                                            v1::LookupServiceReply* rep) {
+  if (IsRemote(req->peer())) {
+    grpc::Status check = WithSession(req->session(), [] { return Status::Ok(); });
+    if (!check.ok()) return check;
+    if (links_ == nullptr) {
+      return ToGrpc(Status(Code::kNotFound, "peer '" + req->peer() +
+                                                "' is not linked to this daemon (peering is off: "
+                                                "no fabric_key)"));
+    }
+    auto id = links_->LookupService(req->session().session_id(), req->peer(), req->service());
+    if (!id.ok()) return ToGrpc(id.status());
+    rep->set_service_id(*id);
+    return grpc::Status::OK;
+  }
   return WithSession(req->session(), [&]() -> Status {
     MCDMA_ASSIGN_OR_RETURN(uint64_t id, engine_.LookupService(req->session().session_id(),
                                                               req->peer(), req->service()));

@@ -7,9 +7,13 @@
 
 namespace mcdma::daemon {
 
+class LinkManager;
+
 class ControlService final : public v1::Control::Service {
  public:
-  explicit ControlService(Engine& engine) : engine_(engine) {}
+  // `links`: null when peering is off.
+  explicit ControlService(Engine& engine, LinkManager* links = nullptr)
+      : engine_(engine), links_(links) {}
 
   grpc::Status OpenSession(
       grpc::ServerContext* ctx,
@@ -32,7 +36,11 @@ class ControlService final : public v1::Control::Service {
   template <typename F>
   grpc::Status WithSession(const v1::SessionRef& ref, F&& fn);
 
+  // Whether `peer` names another host (not empty, not this host's id).
+  bool IsRemote(const std::string& peer) const;
+
   Engine& engine_;
+  LinkManager* links_;
 };
 
 }  // namespace mcdma::daemon

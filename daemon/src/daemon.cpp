@@ -19,6 +19,8 @@
 #include "engine.hpp"
 #include "mcdma_internal/sys.hpp"
 #include "service_notify.hpp"
+#include "peer/peer_plane.hpp"
+#include "mcdma_internal/fabric_key.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -70,7 +72,7 @@ int WaitForSignal() {
 
 void SetUpLogging(const std::string& level) {
   auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-  for (const char* name : {"daemon", "engine", "control"}) {
+  for (const char* name : {"daemon", "engine", "control", "peer"}) {
     if (spdlog::get(name)) continue;
     auto logger = std::make_shared<spdlog::logger>(name, sink);
     logger->set_level(spdlog::level::from_str(level));
@@ -81,13 +83,33 @@ void SetUpLogging(const std::string& level) {
 
 Status RunDaemon(const Options& options) {
   auto log = spdlog::get("daemon");
+  // Peering: the key first, so a bad key file stops the daemon before it
+  // serves anything.
+  std::shared_ptr<const FabricKey> key;
+  std::unique_ptr<driver::Device> link_device;
+  if (!options.fabric_key.empty()) {
+    auto loaded = LoadFabricKey(options.fabric_key);
+    if (!loaded.ok()) return Status(loaded.status().code(), "fabric_key: " + loaded.status().message());
+    key = std::make_shared<const FabricKey>(std::move(loaded).value());
+    MCDMA_ASSIGN_OR_RETURN(link_device, CreateLinkDevice(options));
+  }
   MCDMA_RETURN_IF_ERROR(PrepareSocketPath(options.socket));
   MCDMA_ASSIGN_OR_RETURN(auto device, driver::loop::CreateLoopDevice());
-  Engine engine(options, std::move(device));
+  Engine engine(options, std::move(device), std::move(link_device));
   MCDMA_RETURN_IF_ERROR(engine.Start());
 
-  ControlService control(engine);
-  AdminService admin(engine);
+  std::unique_ptr<PeerPlane> peers;
+  if (key) {
+    auto plane = PeerPlane::Start(options, engine, key);
+    if (!plane.ok()) {
+      engine.Stop();
+      return plane.status();
+    }
+    peers = std::move(plane).value();
+  }
+  LinkManager* links = peers ? &peers->links() : nullptr;
+  ControlService control(engine, links);
+  AdminService admin(engine, links);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + options.socket, grpc::InsecureServerCredentials());
   builder.RegisterService(&control);
@@ -105,8 +127,9 @@ Status RunDaemon(const Options& options) {
   std::string dir = std::filesystem::path(options.socket).parent_path().string();
   bool group = stat(dir.empty() ? "." : dir.c_str(), &dir_st) == 0 && (dir_st.st_mode & 0070) != 0;
   chmod(options.socket.c_str(), group ? 0660 : 0600);
-  log->info("mcdma-rpcd {} serving on {} as host '{}' (transport: loop)", MCDMA_VERSION,
-            options.socket, options.host_id);
+  log->info("mcdma-rpcd {} serving on {} as host '{}' (transports: loop{})", MCDMA_VERSION,
+            options.socket, options.host_id,
+            peers ? ", tcp; peers on " + peers->listen_address() : "; peering off: no fabric_key");
   NotifyServiceManager("READY=1\nSTATUS=serving");
 
   std::atomic<bool> watchdog_stop{false};
@@ -138,6 +161,9 @@ Status RunDaemon(const Options& options) {
     if (!idle || *idle) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // Peers hear Goodbye (their apps' operations on us end PEER_GONE at once)
+  // before the sessions close.
+  if (peers) peers->Stop();
   (void)engine.Run([&] {
     engine.CloseAllSessions(Code::kUnavailable);
     return 0;

@@ -11,8 +11,20 @@ constexpr auto kMaxSleep = std::chrono::milliseconds(100);
 constexpr auto kBacklogPoll = std::chrono::milliseconds(1);
 }  // namespace
 
-Engine::Engine(Options options, std::unique_ptr<driver::Device> device)
-    : options_(std::move(options)), device_(std::move(device)) {}
+Engine::Engine(Options options, std::unique_ptr<driver::Device> device,
+               std::unique_ptr<driver::Device> link_device)
+    : options_(std::move(options)),
+      device_(std::move(device)),
+      link_device_(std::move(link_device)) {
+  // The link transport progresses on its own thread and rings us when a
+  // connection has something to reap.
+  if (link_device_) {
+    link_device_->SetNotifier([this] {
+      link_pending_.store(true);
+      wait::Ring(cmd_bell_, /*shared=*/false);
+    });
+  }
+}
 
 Engine::~Engine() { Stop(); }
 
@@ -49,8 +61,10 @@ void Engine::Stop() {
   }
   for (auto& fn : left) fn();
   CloseAllSessions(Code::kUnavailable);
+  while (!links_.empty()) DropLink(links_.begin()->first, Code::kPeerGone, "the daemon is stopping");
   transfers_.clear();
   buffers_.clear();
+  exports_.clear();
   local_.reset();
   local_peer_.reset();
 }
@@ -90,6 +104,7 @@ void Engine::Loop() {
       if (s->backlog() > 0) did |= s->FlushBacklog();
       did |= ProcessSubmissions(*s);
     }
+    did |= ProgressLinks();
     did |= ProgressTransfers();
     Clock::time_point now = Clock::now();
     ExpireDeadlines(now);
@@ -109,7 +124,15 @@ bool Engine::HasWork() {
     std::lock_guard lock(cmd_mu_);
     if (!commands_.empty()) return true;
   }
-  if (!transfers_.empty()) return true;
+  // Local transfers progress only in Poll; a link's transfers progress on
+  // the transport's thread, which rings us (link_pending_).
+  for (auto& [id, op] : transfers_) {
+    if (op.link == 0 || (!op.completed && op.outstanding == 0)) return true;
+  }
+  if (link_pending_.load()) return true;
+  for (auto& [id, l] : links_) {
+    if (!l->backlog.empty() || l->failed) return true;
+  }
   for (auto& [id, s] : sessions_) {
     auto n = s->Available();
     if (!n || *n > 0) return true;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <span>
 #include <future>
 #include <map>
 #include <memory>
@@ -28,7 +29,9 @@
 #include <unordered_map>
 
 #include "driver/transport.hpp"
+#include "link.hpp"
 #include "mcdma/v1/admin.pb.h"
+#include "mcdma/v1/peer.pb.h"
 #include "options.hpp"
 #include "resources.hpp"
 #include "session.hpp"
@@ -86,7 +89,9 @@ struct OpStats {
 
 class Engine {
  public:
-  Engine(Options options, std::unique_ptr<driver::Device> device);
+  // `link_device` carries links to peers (tcp); null when peering is off.
+  Engine(Options options, std::unique_ptr<driver::Device> device,
+         std::unique_ptr<driver::Device> link_device = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -128,6 +133,36 @@ class Engine {
   Status Unserve(uint64_t session, uint64_t service_id);
   Result<uint64_t> LookupService(uint64_t session, const std::string& peer,
                                  const std::string& service);
+
+  // ---- Links (engine_link.cpp, engine_peer.cpp); engine thread only ----
+  bool has_link_device() const { return link_device_ != nullptr; }
+  Result<std::unique_ptr<driver::Endpoint>> CreateLinkEndpoint();
+  // Takes over a connected link. An older link of the same (peer, origin) is
+  // dropped first (its operations fail LINK_DOWN). Returns the link id.
+  Result<uint64_t> InstallLink(const LinkSpec& spec, std::unique_ptr<driver::Connection> conn);
+  // Drops a link: its in-flight operations fail with `code`. No-op if gone.
+  void DropLink(uint64_t link_id, Code code, const std::string& why);
+  // Drops every link to `peer` (Goodbye, removal).
+  void DropPeer(const std::string& peer, Code code, const std::string& why);
+  // Called (on the engine thread) when the data path drops a link by itself.
+  void SetLinkDownHandler(std::function<void(uint64_t link_id, const std::string& why)> fn) {
+    on_link_down_ = std::move(fn);
+  }
+  std::vector<LinkSnapshot> Links() const;
+  // Sends `payload` to `peer` as an echo request; `done` runs on the engine
+  // thread with the echoed bytes, or an error (link down). Returns the
+  // sequence number, for CancelEcho.
+  Result<uint64_t> StartEcho(const std::string& peer, std::string payload,
+                             std::function<void(Result<std::string>)> done,
+                             LinkSnapshot* used = nullptr);
+  void CancelEcho(uint64_t seq);
+  // Peer plane, callee side: an app's export / service for `peer_host`.
+  Status ResolveForPeer(const std::string& peer_host, const std::string& name,
+                        v1::PeerResolveExportReply* out);
+  Result<uint64_t> LookupForPeer(const std::string& service) const;
+  // Peer plane, caller side: records what a peer answered for a session.
+  Result<ResolveInfo> AddPeerHandle(uint64_t session, PeerExport peer_export);
+  Result<uint64_t> AddPeerService(uint64_t session, PeerService service);
 
   void FillStatus(v1::StatusReply* out) const;
   void FillSessions(v1::SessionsReply* out) const;
@@ -172,8 +207,29 @@ class Engine {
 
   // engine_transfer.cpp: READ/WRITE through the transport.
   void HandleTransfer(Session& s, const shm::SubmitDesc& d);
+  void HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
+                          const std::shared_ptr<BufferRecord>& buf,
+                          const std::shared_ptr<PeerExport>& target);
   bool ProgressTransfers();
+  bool PostTransferPieces(TransferOp& op);
+  void OnTransferCompletion(const driver::WorkCompletion& wc, bool over_link);
   void FinishTransfer(TransferOp& op);
+
+  // engine_link.cpp: the data path of links.
+  bool ProgressLinks();
+  EngineLink* LinkTo(const std::string& peer);
+  EngineLink* FindLink(uint64_t id);
+  void SendMessage(EngineLink& l, link_wire::Header h, std::span<const std::byte> payload);
+  void SendReply(uint64_t link_id, uint64_t id, Code code, std::span<const std::byte> payload);
+  bool PumpBacklog(EngineLink& l);
+  bool PostFragments(EngineLink& l, EngineLink::Outgoing& m, std::span<const std::byte> payload);
+  void FailLink(EngineLink& l, Code code, const std::string& why);
+  void OnFragment(EngineLink& l, uint32_t slot, uint32_t len);
+  void Dispatch(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+  void OnIncomingCall(EngineLink& l, const link_wire::Header& h,
+                      std::span<const std::byte> payload);
+  void OnReply(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+  void HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way, const PeerService& ps);
 
   void ExpireDeadlines(Clock::time_point now);
   void Sweep(Clock::time_point now);
@@ -187,6 +243,18 @@ class Engine {
   // to a peer names the peer's. `local_peer_` is the other end.
   std::unique_ptr<driver::Connection> local_;
   std::unique_ptr<driver::Connection> local_peer_;
+  std::unique_ptr<driver::Device> link_device_;
+  std::map<uint64_t, std::unique_ptr<EngineLink>> links_;
+  std::atomic<bool> link_pending_{false};  // set by the link transport's thread
+  std::map<std::string, LinkStats> link_stats_;  // by peer + "/" + origin; never erased
+  std::function<void(uint64_t, const std::string&)> on_link_down_;
+  std::unordered_map<uint64_t, PeerService> peer_services_;  // by local service id
+  struct EchoWaiter {
+    uint64_t link = 0;
+    std::string payload;
+    std::function<void(Result<std::string>)> done;
+  };
+  std::unordered_map<uint64_t, EchoWaiter> echoes_;
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

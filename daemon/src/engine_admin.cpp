@@ -45,6 +45,15 @@ void Engine::FillStatus(v1::StatusReply* out) const {
   t->set_max_outstanding(caps.max_outstanding);
   t->set_max_transfer_bytes(caps.max_transfer_bytes);
   t->set_max_registration_bytes(caps.max_registration_bytes);
+  if (link_device_) {
+    const driver::Caps& lc = link_device_->caps();
+    auto* lt = out->add_transports();
+    lt->set_name(lc.name);
+    lt->set_one_sided(lc.one_sided);
+    lt->set_max_outstanding(lc.max_outstanding);
+    lt->set_max_transfer_bytes(lc.max_transfer_bytes);
+    lt->set_max_registration_bytes(lc.max_registration_bytes);
+  }
 }
 
 void Engine::FillSessions(v1::SessionsReply* out) const {
@@ -104,7 +113,7 @@ void Engine::FillBuffers(v1::BuffersReply* out) const {
     i->set_size(b->size());
     i->set_segment(b->segment.name());
     i->set_segment_linked(b->segment.linked());
-    i->set_registrations(static_cast<uint32_t>(b->pieces.size()));
+    i->set_registrations(static_cast<uint32_t>(b->local.pieces.size() + b->link.pieces.size()));
   }
 }
 

@@ -199,16 +199,14 @@ Result<AllocInfo> Engine::Alloc(uint64_t session, uint64_t size) {
   rec->owner = session;
   rec->created = Clock::now();
   rec->segment = std::move(seg);
-  const driver::Caps& caps = device_->caps();
-  uint64_t piece =
-      std::min<uint64_t>(rec->size(), caps.max_registration_bytes / PageSize() * PageSize());
-  if (piece == 0) return Status(Code::kInternal, "device registration limit is below one page");
-  rec->piece_bytes = piece;
-  for (uint64_t off = 0; off < rec->size(); off += piece) {
-    auto mr = device_->Register(rec->segment.data() + off, std::min(piece, rec->size() - off),
-                                driver::kAccessRemoteRead | driver::kAccessRemoteWrite);
-    if (!mr.ok()) return Status(mr.status().code(), "registering buffer: " + mr.status().message());
-    rec->pieces.push_back(std::move(mr).value());
+  MCDMA_ASSIGN_OR_RETURN(rec->local,
+                         RegisterPieces(*device_, rec->segment.data(), rec->size(),
+                                        driver::kAccessRemoteRead | driver::kAccessRemoteWrite));
+  // The link device reaches a buffer only as the local side of a transfer;
+  // peers reach exported ranges through the export's own registration.
+  if (link_device_) {
+    MCDMA_ASSIGN_OR_RETURN(rec->link, RegisterPieces(*link_device_, rec->segment.data(),
+                                                     rec->size(), driver::kAccessLocal));
   }
   AllocInfo info{rec->id, rec->segment.name(), rec->size()};
   unmapped_[info.segment] = Unmapped{session, rec->id, rec->created};
@@ -276,7 +274,19 @@ Result<uint64_t> Engine::Export(uint64_t session, const ExportSpec& spec) {
 void Engine::RemoveExport(const std::string& name, Code reason) {
   auto it = exports_.find(name);
   if (it == exports_.end()) return;
-  it->second->revoked = true;
+  ExportRecord& e = *it->second;
+  e.revoked = true;
+  // Peers lose access now: their next access fails at our end, and they are
+  // told so their in-flight transfers stop.
+  e.peer_access.pieces.clear();
+  for (const std::string& peer : e.resolved_by) {
+    if (EngineLink* l = LinkTo(peer)) {
+      link_wire::Header h;
+      h.type = link_wire::MsgType::kRevoke;
+      h.target = e.id;
+      SendMessage(*l, h, {});
+    }
+  }
   if (Session* owner = FindSession(it->second->owner)) owner->exports.erase(name);
   spdlog::get("engine")->debug("export '{}' removed ({})", name, CodeName(reason));
   exports_.erase(it);

@@ -167,6 +167,10 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
                std::to_string(s.geometry().app_arena_bytes) + " bytes)");
     return;
   }
+  if (auto ps = peer_services_.find(d.target); ps != peer_services_.end()) {
+    HandlePeerCall(s, d, one_way, ps->second);
+    return;
+  }
   auto svc = services_.find(d.target);
   if (svc == services_.end()) {
     Decline(s, d, Code::kNotFound,
@@ -240,6 +244,16 @@ void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
   PendingCall call = it->second;
   calls_.erase(it);
   auto payload = s.AppPayload(d.payload_off, d.payload_len);
+  if (call.link != 0) {
+    // A peer's call: the reply goes back over the link it came on.
+    SendReply(call.link, call.caller_tag, static_cast<Code>(d.status), payload);
+    if ((d.flags & shm::kFlagNoCompletion) == 0) {
+      Complete(s, shm::Op::kReply, d.tag, Code::kOk, {}, d.payload_len);
+    } else {
+      ++op_stats_[static_cast<size_t>(shm::Op::kReply)].ok;
+    }
+    return;
+  }
   Session* caller = FindSession(call.caller);
   if (caller != nullptr && !caller->closing &&
       d.payload_len > caller->geometry().daemon_arena_bytes) {
@@ -280,9 +294,18 @@ void Engine::FailCall(uint64_t call_id, Code code, const std::string& message) {
   if (it == calls_.end()) return;
   PendingCall call = it->second;
   calls_.erase(it);
+  if (call.caller == 0) {
+    // A peer's call: tell its daemon.
+    SendReply(call.link, call.caller_tag, code, AsBytes(message));
+    return;
+  }
+  if (call.link != 0) {
+    if (EngineLink* l = FindLink(call.link)) ++l->stats->ops_failed;
+  }
   if (Session* caller = FindSession(call.caller); caller != nullptr && !caller->closing) {
     --caller->inflight;
-    Complete(*caller, shm::Op::kCall, call.caller_tag, code, message);
+    Complete(*caller, call.one_way ? shm::Op::kNotify : shm::Op::kCall, call.caller_tag, code,
+             message);
   }
 }
 

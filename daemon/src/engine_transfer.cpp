@@ -43,6 +43,10 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
            "remote handle " + std::to_string(d.target) + " is unknown (resolve first)");
     return;
   }
+  if (h->second.peer) {
+    HandlePeerTransfer(s, d, buf->second, h->second.peer);
+    return;
+  }
   std::shared_ptr<ExportRecord> target = h->second.target.lock();
   if (!target || target->revoked) {
     Decline(s, d, Code::kRevoked, "the export was unexported, expired, or its owner exited");
@@ -75,53 +79,151 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
   transfers_.emplace(op.id, std::move(op));
 }
 
+void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
+                                const std::shared_ptr<BufferRecord>& buf,
+                                const std::shared_ptr<PeerExport>& target) {
+  bool is_read = d.opcode == static_cast<uint8_t>(shm::Op::kRead);
+  if (target->expires && *target->expires <= Clock::now() && !target->revoked) {
+    target->revoked = true;
+    target->revoked_why = "export '" + target->name + "' on '" + target->peer + "' expired (TTL)";
+  }
+  if (target->revoked) {
+    Decline(s, d, Code::kRevoked, target->revoked_why);
+    return;
+  }
+  if (is_read ? !target->allow_read : !target->allow_write) {
+    Decline(s, d, Code::kPermissionDenied,
+            "export '" + target->name + "' on '" + target->peer + "' does not allow " +
+                (is_read ? "reading" : "writing"));
+    return;
+  }
+  if (d.remote_offset > target->length || d.length > target->length - d.remote_offset) {
+    Reject(s, d, Code::kOutOfRange,
+           "remote range [" + std::to_string(d.remote_offset) + ", +" + std::to_string(d.length) +
+               ") runs past the end of export '" + target->name + "' on '" + target->peer +
+               "' (" + std::to_string(target->length) + " bytes)");
+    return;
+  }
+  EngineLink* l = LinkTo(target->peer);
+  if (l == nullptr) {
+    Decline(s, d, Code::kLinkDown, "no link to peer '" + target->peer + "' is up");
+    return;
+  }
+  if (l->spec.peer_instance != target->peer_instance) {
+    Decline(s, d, Code::kPeerGone,
+            "peer '" + target->peer + "' restarted since export '" + target->name +
+                "' was resolved; resolve it again");
+    return;
+  }
+  if (buf->link.empty()) {
+    Decline(s, d, Code::kUnavailable, "buffer " + std::to_string(buf->id) +
+                                          " was allocated before peering started; allocate anew");
+    return;
+  }
+  TransferOp op;
+  op.id = next_id_++;
+  op.session = s.id();
+  op.tag = d.tag;
+  op.is_read = is_read;
+  op.local = buf;
+  op.local_offset = d.local_offset;
+  op.peer = target;
+  op.link = l->id;
+  op.remote_offset = d.remote_offset;
+  op.length = d.length;
+  op.deadline = DeadlineFor(d);
+  ++s.inflight;
+  if (is_read) {
+    ++l->stats->reads;
+  } else {
+    ++l->stats->writes;
+  }
+  transfers_.emplace(op.id, std::move(op));
+}
+
+// Posts what the op may post now; true if anything was posted.
+bool Engine::PostTransferPieces(TransferOp& op) {
+  driver::Connection* conn = local_.get();
+  EngineLink* link = nullptr;
+  if (op.link != 0) {
+    link = FindLink(op.link);
+    if (link == nullptr || link->failed) return false;  // DropLink fails the op
+    conn = link->conn.get();
+  }
+  const driver::Caps& caps = conn->caps();
+  const Registration& local_reg = op.link != 0 ? op.local->link : op.local->local;
+  bool did = false;
+  while (op.error == Code::kOk && op.posted < op.length &&
+         op.outstanding < kPiecesInFlightPerOp && conn->outstanding() < caps.max_outstanding) {
+    uint64_t local_off = op.local_offset + op.posted;
+    uint64_t n = std::min({op.length - op.posted, options_.transfer_chunk_bytes,
+                           op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,
+                           local_reg.PieceRemaining(local_off)});
+    driver::RemoteSlice remote;
+    if (op.peer) {
+      uint64_t ro = op.remote_offset + op.posted;
+      const PeerExport::Piece& piece = op.peer->PieceAt(ro);
+      n = std::min(n, piece.offset + piece.length - ro);
+      remote = {piece.addr + (ro - piece.offset), piece.rkey};
+    } else {
+      uint64_t remote_off = op.target->offset + op.remote_offset + op.posted;
+      const Registration& remote_reg = op.target->buffer->local;
+      n = std::min(n, remote_reg.PieceRemaining(remote_off));
+      remote = remote_reg.Remote(remote_off);
+    }
+    driver::LocalSlice local = local_reg.Slice(local_off, n);
+    Status st =
+        op.is_read ? conn->PostRead(op.id, local, remote) : conn->PostWrite(op.id, local, remote);
+    if (st.code() == Code::kBusy) break;
+    if (!st.ok()) {
+      op.error = st.code();
+      op.error_detail = st.message();
+      if (link != nullptr && st.code() == Code::kLinkDown) FailLink(*link, st.code(), st.message());
+      break;
+    }
+    op.posted += n;
+    ++op.outstanding;
+    if (link != nullptr) ++link->transfers;
+    did = true;
+  }
+  return did;
+}
+
+void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_link) {
+  auto it = transfers_.find(wc.wr_id);
+  if (it == transfers_.end()) return;
+  TransferOp& op = it->second;
+  if (op.outstanding > 0) --op.outstanding;
+  if (wc.code == Code::kOk) {
+    op.done += wc.byte_len;
+  } else if (op.error == Code::kOk) {
+    op.error = wc.code;
+    op.error_detail = wc.detail;
+    // We checked the grant before posting, so a peer that refuses access
+    // has revoked it (its kRevoke message may still be on its way).
+    if (over_link && wc.code == Code::kPermissionDenied && op.peer) {
+      op.error = Code::kRevoked;
+      op.error_detail = "export '" + op.peer->name + "' on '" + op.peer->peer +
+                        "' refused access: it was unexported, expired or its owner exited";
+    }
+  }
+}
+
 bool Engine::ProgressTransfers() {
   if (transfers_.empty()) return false;
   bool did = false;
-  const driver::Caps& caps = local_->caps();
   for (auto& [id, op] : transfers_) {
-    if (op.error == Code::kOk && op.target->revoked) {
+    bool revoked = op.peer ? op.peer->revoked : op.target->revoked;
+    if (op.error == Code::kOk && revoked) {
       op.error = Code::kRevoked;
-      op.error_detail = "export '" + op.target->name + "' was revoked during the transfer";
+      op.error_detail = op.peer ? op.peer->revoked_why
+                                : "export '" + op.target->name + "' was revoked during the transfer";
     }
-    while (op.error == Code::kOk && op.posted < op.length &&
-           op.outstanding < kPiecesInFlightPerOp && local_->outstanding() < caps.max_outstanding) {
-      uint64_t local_off = op.local_offset + op.posted;
-      uint64_t remote_off = op.target->offset + op.remote_offset + op.posted;
-      const BufferRecord& remote_buf = *op.target->buffer;
-      uint64_t n =
-          std::min({op.length - op.posted, options_.transfer_chunk_bytes,
-                    op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,
-                    op.local->PieceRemaining(local_off), remote_buf.PieceRemaining(remote_off)});
-      driver::LocalSlice local = op.local->Slice(local_off, n);
-      driver::RemoteSlice remote = remote_buf.Remote(remote_off);
-      Status st = op.is_read ? local_->PostRead(op.id, local, remote)
-                             : local_->PostWrite(op.id, local, remote);
-      if (st.code() == Code::kBusy) break;
-      if (!st.ok()) {
-        op.error = st.code();
-        op.error_detail = st.message();
-        break;
-      }
-      op.posted += n;
-      ++op.outstanding;
-      did = true;
-    }
+    did |= PostTransferPieces(op);
   }
   driver::WorkCompletion wcs[kPollBatch];
   size_t n = local_->Poll(wcs);
-  for (size_t i = 0; i < n; ++i) {
-    auto it = transfers_.find(wcs[i].wr_id);
-    if (it == transfers_.end()) continue;
-    TransferOp& op = it->second;
-    --op.outstanding;
-    if (wcs[i].code == Code::kOk) {
-      op.done += wcs[i].byte_len;
-    } else if (op.error == Code::kOk) {
-      op.error = wcs[i].code;
-      op.error_detail = wcs[i].detail;
-    }
-  }
+  for (size_t i = 0; i < n; ++i) OnTransferCompletion(wcs[i], /*over_link=*/false);
   did |= n > 0;
   for (auto it = transfers_.begin(); it != transfers_.end();) {
     TransferOp& op = it->second;
@@ -142,6 +244,15 @@ bool Engine::ProgressTransfers() {
 
 void Engine::FinishTransfer(TransferOp& op) {
   op.completed = true;
+  if (op.link != 0) {
+    if (EngineLink* l = FindLink(op.link)) {
+      if (op.error != Code::kOk) {
+        ++l->stats->ops_failed;
+      } else {
+        (op.is_read ? l->stats->read_bytes : l->stats->write_bytes) += op.done;
+      }
+    }
+  }
   Session* s = FindSession(op.session);
   if (s == nullptr || s->closing) return;
   --s->inflight;

@@ -3,10 +3,12 @@
 // only the engine thread touches them.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,20 +19,13 @@ namespace mcdma::daemon {
 
 using Clock = std::chrono::steady_clock;
 
-// A bulk buffer: a shared-memory segment registered with the transport in
-// pieces of at most the device's registration limit. In-flight transfers
-// hold a shared_ptr, so the registration and the mapping outlive the owner's
-// session until the last request on them has completed.
-struct BufferRecord {
-  uint64_t id = 0;
-  uint64_t owner = 0;  // session id
-  ShmSegment segment;
+// Memory registered with one transport device in pieces of at most the
+// device's registration limit.
+struct Registration {
   uint64_t piece_bytes = 0;
-  std::vector<std::unique_ptr<driver::MemoryRegion>>
-      pieces;  // declared after segment: deregistered first
-  Clock::time_point created;
+  std::vector<std::unique_ptr<driver::MemoryRegion>> pieces;
 
-  uint64_t size() const { return segment.size(); }
+  bool empty() const { return pieces.empty(); }
   // The registered slice covering [offset, offset + length), cut at the
   // piece boundary; the caller loops for the rest.
   driver::LocalSlice Slice(uint64_t offset, uint64_t length) const {
@@ -44,6 +39,26 @@ struct BufferRecord {
     return driver::RemoteSlice{piece->RemoteAddr(offset % piece_bytes), piece->rkey()};
   }
   uint64_t PieceRemaining(uint64_t offset) const { return piece_bytes - offset % piece_bytes; }
+};
+
+// Registers [addr, addr + length) with `device` in pieces.
+Result<Registration> RegisterPieces(driver::Device& device, std::byte* addr, uint64_t length,
+                                    uint32_t access);
+
+// A bulk buffer: a shared-memory segment registered with the loop device
+// (local transfers) and, when links exist, the link device. In-flight
+// transfers hold a shared_ptr, so the registrations and the mapping outlive
+// the owner's session until the last request on them has completed.
+struct BufferRecord {
+  uint64_t id = 0;
+  uint64_t owner = 0;  // session id
+  ShmSegment segment;
+  // Declared after segment: deregistered before it is unmapped.
+  Registration local;
+  Registration link;
+  Clock::time_point created;
+
+  uint64_t size() const { return segment.size(); }
 };
 
 struct ExportRecord {
@@ -61,6 +76,48 @@ struct ExportRecord {
   // Set when unexported, expired or its owner went away; transfers still
   // holding the record stop posting.
   bool revoked = false;
+  // The exported range registered with the link device with the export's
+  // rights, made at the first resolution by a peer. Revocation destroys it,
+  // so peers' accesses fail at once, whatever they hold.
+  Registration peer_access;
+  // Peers that resolved it (told when it is revoked).
+  std::set<std::string> resolved_by;
+};
+
+// An export on a peer host, as its daemon's ResolveExport described it.
+struct PeerExport {
+  std::string peer;
+  std::string peer_instance;  // the peer daemon instance that granted it
+  std::string name;
+  uint64_t export_id = 0;  // the peer's id
+  uint64_t length = 0;
+  bool allow_read = false;
+  bool allow_write = false;
+  struct Piece {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint64_t addr = 0;
+    uint32_t rkey = 0;
+  };
+  std::vector<Piece> pieces;  // offset order, covering [0, length)
+  std::optional<Clock::time_point> expires;
+  bool revoked = false;
+  std::string revoked_why;
+
+  // The piece holding `offset` (< length).
+  const Piece& PieceAt(uint64_t offset) const {
+    auto it = std::upper_bound(pieces.begin(), pieces.end(), offset,
+                               [](uint64_t off, const Piece& p) { return off < p.offset; });
+    return *(it - 1);
+  }
+};
+
+// A service on a peer host, as LookupService found it.
+struct PeerService {
+  std::string peer;
+  std::string peer_instance;
+  std::string name;
+  uint64_t remote_id = 0;
 };
 
 // A session's view of someone's export. Weak: the export's end (unexport,
@@ -68,6 +125,8 @@ struct ExportRecord {
 struct RemoteHandle {
   std::weak_ptr<ExportRecord> target;
   uint64_t export_id = 0;
+  // Set instead of `target` for an export on a peer host.
+  std::shared_ptr<PeerExport> peer;
 };
 
 struct ServiceRecord {
@@ -76,13 +135,18 @@ struct ServiceRecord {
   uint64_t session = 0;
 };
 
-// A call delivered (or queued for delivery) to a server, awaiting its reply.
+// A call awaiting its reply. Local: caller and server are sessions here.
+// Outgoing (to a peer): server is 0 and `link` carries it. Incoming (from a
+// peer): caller is 0, caller_tag is the peer's call id, and the reply goes
+// back on `link`.
 struct PendingCall {
   uint64_t caller = 0;  // session id
   uint64_t caller_tag = 0;
   uint64_t server = 0;  // session id
   uint64_t service = 0;
   Clock::time_point deadline;
+  uint64_t link = 0;     // engine link id; 0 for a local call
+  bool one_way = false;  // an outgoing NOTIFY awaiting the peer's ack
 };
 
 // A one-sided transfer in progress, cut into pieces posted on the transport.
@@ -93,7 +157,9 @@ struct TransferOp {
   bool is_read = false;
   std::shared_ptr<BufferRecord> local;
   uint64_t local_offset = 0;
-  std::shared_ptr<ExportRecord> target;  // held only while the op runs
+  std::shared_ptr<ExportRecord> target;  // held only while the op runs (local)
+  std::shared_ptr<PeerExport> peer;      // or: the export on a peer host
+  uint64_t link = 0;                     // with `peer`: the engine link it runs on
   uint64_t remote_offset = 0;            // relative to the export's start
   uint64_t length = 0;
   uint64_t posted = 0;  // bytes posted so far

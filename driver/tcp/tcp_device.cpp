@@ -243,3 +243,16 @@ Result<std::unique_ptr<Device>> CreateTcpDevice(const TcpOptions& options) {
 }
 
 }  // namespace mcdma::driver::tcp
+
+namespace mcdma::driver::tcp {
+
+Result<std::string> RebaseEndpointInfo(std::string_view info, const std::string& address) {
+  MCDMA_ASSIGN_OR_RETURN(EndpointInfo parsed, ParseEndpointInfo(info));
+  if (parsed.address != "0.0.0.0" && parsed.address != "::") return std::string(info);
+  if (address.empty() || address.find_first_of(" \t\n") != std::string::npos)
+    return Status(Code::kInvalid, "RebaseEndpointInfo: bad address '" + address + "'");
+  parsed.address = address;
+  return EncodeEndpointInfo(parsed);
+}
+
+}  // namespace mcdma::driver::tcp

@@ -96,6 +96,12 @@ class TcpDevice : public Device {
   virtual const std::string& advertise_address() const = 0;
 };
 
+// A peer's LocalInfo() whose address is a wildcard ("0.0.0.0" or "::": the
+// peer listens on every interface and does not know which one we reach)
+// with `address` put in its place; other infos unchanged. kInvalid for
+// malformed info.
+Result<std::string> RebaseEndpointInfo(std::string_view info, const std::string& address);
+
 // Binds the listening socket and starts the I/O thread. Fails kInvalid for
 // caps no work could pass (as loop) or an unusable address, kSystem when a
 // socket call fails (e.g. the port is taken).

@@ -1,0 +1,379 @@
+// The data path of links: installing and dropping connections, posting
+// message fragments from send slots, reassembling what arrives in receive
+// slots, and dispatching calls, replies, revocations and echoes. Engine
+// thread only.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine.hpp"
+#include "mcdma_internal/shm_segment.hpp"
+#include "mcdma_internal/wait.hpp"
+
+namespace mcdma::daemon {
+namespace {
+// wr_id spaces on a link connection: transfer ids stay below 2^56.
+constexpr uint64_t kSendTag = 1ULL << 62;
+constexpr uint64_t kRecvTag = 1ULL << 61;
+constexpr uint64_t kSlotMask = (1ULL << 32) - 1;
+constexpr size_t kPollBatch = 32;
+
+std::span<const std::byte> AsBytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+}  // namespace
+
+Result<std::unique_ptr<driver::Endpoint>> Engine::CreateLinkEndpoint() {
+  if (!link_device_) return Status(Code::kUnavailable, "peering is off (no fabric key)");
+  return link_device_->CreateEndpoint();
+}
+
+Result<uint64_t> Engine::InstallLink(const LinkSpec& spec, std::unique_ptr<driver::Connection> conn) {
+  for (auto& [id, l] : links_) {
+    if (l->spec.peer == spec.peer && l->spec.origin == spec.origin) {
+      DropLink(id, Code::kLinkDown,
+               "replaced by generation " + std::to_string(spec.generation));
+      break;
+    }
+  }
+  auto l = std::make_unique<EngineLink>();
+  l->id = next_id_++;
+  l->spec = spec;
+  l->conn = std::move(conn);
+  l->stats = &link_stats_[spec.peer + "/" + spec.origin];
+  l->slots = options_.link_recv_slots;
+  l->slot_bytes = options_.link_slot_bytes;
+  uint64_t bytes = RoundUpToPage(uint64_t{2} * l->slots * l->slot_bytes);
+  l->memory.reset(static_cast<std::byte*>(std::aligned_alloc(PageSize(), bytes)));
+  if (!l->memory) return Status(Code::kNoMemory, "cannot allocate link slots");
+  MCDMA_ASSIGN_OR_RETURN(l->region,
+                         link_device_->Register(l->memory.get(), bytes, driver::kAccessLocal));
+  for (uint32_t i = 0; i < l->slots; ++i) {
+    Status st = l->conn->PostRecv(kRecvTag | i, {l->region.get(), uint64_t{i} * l->slot_bytes,
+                                                 l->slot_bytes});
+    if (!st.ok()) return Status(st.code(), "posting link receive slots: " + st.message());
+    l->free_send.push_back(l->slots + i);
+  }
+  uint64_t id = l->id;
+  spdlog::get("engine")->info("link {} to '{}' ({}) up: generation {}, transport {}", id,
+                              spec.peer, spec.origin, spec.generation, l->conn->caps().name);
+  links_.emplace(id, std::move(l));
+  return id;
+}
+
+EngineLink* Engine::FindLink(uint64_t id) {
+  auto it = links_.find(id);
+  return it == links_.end() ? nullptr : it->second.get();
+}
+
+EngineLink* Engine::LinkTo(const std::string& peer) {
+  EngineLink* best = nullptr;
+  for (auto& [id, l] : links_) {
+    if (l->spec.peer != peer || l->failed) continue;
+    // Prefer the link this host dialed; either carries any traffic.
+    if (best == nullptr || l->spec.origin == "out") best = l.get();
+  }
+  return best;
+}
+
+void Engine::FailLink(EngineLink& l, Code code, const std::string& why) {
+  if (l.failed) return;
+  l.failed = true;
+  l.fail_code = code;
+  l.fail_reason = why;
+}
+
+void Engine::DropLink(uint64_t link_id, Code code, const std::string& why) {
+  auto it = links_.find(link_id);
+  if (it == links_.end()) return;
+  std::unique_ptr<EngineLink> l = std::move(it->second);
+  links_.erase(it);
+  spdlog::get("engine")->warn("link {} to '{}' ({}, generation {}) down: {}: {}", link_id,
+                              l->spec.peer, l->spec.origin, l->spec.generation, CodeName(code),
+                              why);
+  std::string msg = "link to '" + l->spec.peer + "' went down: " + why;
+  std::vector<uint64_t> failed;
+  for (auto& [cid, call] : calls_) {
+    if (call.link == link_id) failed.push_back(cid);
+  }
+  for (uint64_t cid : failed) {
+    auto c = calls_.find(cid);
+    if (c->second.caller == 0) {
+      calls_.erase(c);  // a peer's call: nobody left to answer
+    } else {
+      FailCall(cid, code, msg);
+    }
+  }
+  for (auto& [tid, op] : transfers_) {
+    if (op.link != link_id) continue;
+    if (op.error == Code::kOk) {
+      op.error = code;
+      op.error_detail = msg;
+    }
+    // The connection goes with the link: nothing it had posted completes.
+    op.outstanding = 0;
+  }
+  std::vector<uint64_t> echoes;
+  for (auto& [seq, w] : echoes_) {
+    if (w.link == link_id) echoes.push_back(seq);
+  }
+  for (uint64_t seq : echoes) {
+    auto node = echoes_.extract(seq);
+    node.mapped().done(Status(code, msg));
+  }
+  l.reset();  // closes the connection
+  if (on_link_down_) on_link_down_(link_id, why);
+}
+
+void Engine::DropPeer(const std::string& peer, Code code, const std::string& why) {
+  std::vector<uint64_t> ids;
+  for (auto& [id, l] : links_) {
+    if (l->spec.peer == peer) ids.push_back(id);
+  }
+  for (uint64_t id : ids) DropLink(id, code, why);
+}
+
+std::vector<LinkSnapshot> Engine::Links() const {
+  std::vector<LinkSnapshot> out;
+  for (const auto& [id, l] : links_) {
+    LinkSnapshot snap;
+    snap.id = id;
+    snap.peer = l->spec.peer;
+    snap.origin = l->spec.origin;
+    snap.transport = l->conn->caps().name;
+    snap.generation = l->spec.generation;
+    for (const auto& [cid, call] : calls_) snap.inflight += call.link == id ? 1 : 0;
+    for (const auto& [tid, op] : transfers_) snap.inflight += op.link == id ? 1 : 0;
+    snap.stats = *l->stats;
+    out.push_back(std::move(snap));
+  }
+  // Pairs without a live link still have their counters.
+  for (const auto& [key, stats] : link_stats_) {
+    auto slash = key.rfind('/');
+    LinkSnapshot snap;
+    snap.peer = key.substr(0, slash);
+    snap.origin = key.substr(slash + 1);
+    bool live = std::any_of(out.begin(), out.end(), [&](const LinkSnapshot& s) {
+      return s.id != 0 && s.peer == snap.peer && s.origin == snap.origin;
+    });
+    if (live) continue;
+    snap.stats = stats;
+    out.push_back(std::move(snap));
+  }
+  return out;
+}
+
+// ---- Sending -------------------------------------------------------------
+
+bool Engine::PostFragments(EngineLink& l, EngineLink::Outgoing& m,
+                           std::span<const std::byte> payload) {
+  const uint32_t total = m.header.total_len;
+  while (!m.started || m.sent < total) {
+    if (l.free_send.empty()) return false;
+    uint32_t slot = l.free_send.back();
+    uint32_t n = std::min(l.payload_per_fragment(), total - m.sent);
+    link_wire::Header h = m.header;
+    h.frag_off = m.sent;
+    link_wire::Encode(h, l.slot(slot));
+    if (n > 0) std::memcpy(l.slot(slot) + link_wire::kHeaderBytes, payload.data() + m.sent, n);
+    Status st = l.conn->PostSend(
+        kSendTag | slot,
+        {l.region.get(), uint64_t{slot} * l.slot_bytes, link_wire::kHeaderBytes + n});
+    if (st.code() == Code::kBusy) return false;
+    if (!st.ok()) {
+      FailLink(l, st.code(), "posting a send: " + st.message());
+      return false;
+    }
+    l.free_send.pop_back();
+    m.started = true;
+    m.sent += n;
+    ++l.stats->messages_sent;
+    l.stats->bytes_sent += link_wire::kHeaderBytes + n;
+  }
+  return true;
+}
+
+void Engine::SendMessage(EngineLink& l, link_wire::Header h, std::span<const std::byte> payload) {
+  if (l.failed) return;
+  h.total_len = static_cast<uint32_t>(payload.size());
+  EngineLink::Outgoing m;
+  m.header = h;
+  if (l.backlog.empty() && PostFragments(l, m, payload)) return;
+  if (l.failed) return;
+  // Keep the unsent rest: the app may reuse its arena range once we return.
+  m.payload.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
+  l.backlog.push_back(std::move(m));
+}
+
+bool Engine::PumpBacklog(EngineLink& l) {
+  bool did = false;
+  while (!l.backlog.empty() && !l.failed) {
+    EngineLink::Outgoing& m = l.backlog.front();
+    uint32_t before = m.sent;
+    bool done = PostFragments(l, m, AsBytes(m.payload));
+    did |= m.sent != before || done;
+    if (!done) break;
+    l.backlog.pop_front();
+  }
+  return did;
+}
+
+void Engine::SendReply(uint64_t link_id, uint64_t id, Code code,
+                       std::span<const std::byte> payload) {
+  EngineLink* l = FindLink(link_id);
+  if (l == nullptr) return;
+  link_wire::Header h;
+  h.type = link_wire::MsgType::kReply;
+  h.id = id;
+  h.status = static_cast<uint16_t>(code);
+  SendMessage(*l, h, payload);
+}
+
+// ---- Receiving -----------------------------------------------------------
+
+bool Engine::ProgressLinks() {
+  // Cleared before polling: a notification after this point is seen by
+  // HasWork before the engine sleeps.
+  link_pending_.store(false);
+  if (links_.empty()) return false;
+  bool did = false;
+  driver::WorkCompletion wcs[kPollBatch];
+  for (auto& [id, lp] : links_) {
+    EngineLink& l = *lp;
+    size_t n = l.failed ? 0 : l.conn->Poll(wcs);
+    for (size_t i = 0; i < n && !l.failed; ++i) {
+      const driver::WorkCompletion& wc = wcs[i];
+      if (wc.op == driver::WorkOp::kRead || wc.op == driver::WorkOp::kWrite) {
+        --l.transfers;
+        OnTransferCompletion(wc, /*over_link=*/true);
+        if (wc.code == Code::kLinkDown) FailLink(l, wc.code, wc.detail);
+      } else if (wc.code != Code::kOk) {
+        FailLink(l, wc.code == Code::kOk ? Code::kLinkDown : wc.code,
+                 wc.detail.empty() ? std::string("transport error") : wc.detail);
+      } else if (wc.op == driver::WorkOp::kSend) {
+        l.free_send.push_back(static_cast<uint32_t>(wc.wr_id & kSlotMask));
+      } else {
+        auto slot = static_cast<uint32_t>(wc.wr_id & kSlotMask);
+        OnFragment(l, slot, wc.byte_len);
+        if (l.failed) break;
+        Status st = l.conn->PostRecv(
+            wc.wr_id, {l.region.get(), uint64_t{slot} * l.slot_bytes, l.slot_bytes});
+        if (!st.ok()) FailLink(l, st.code(), "re-posting a receive: " + st.message());
+      }
+    }
+    did |= n > 0;
+    did |= PumpBacklog(l);
+  }
+  std::vector<std::pair<uint64_t, std::pair<Code, std::string>>> dead;
+  for (auto& [id, l] : links_) {
+    if (l->failed) dead.push_back({id, {l->fail_code, l->fail_reason}});
+  }
+  for (auto& [id, why] : dead) DropLink(id, why.first, why.second);
+  return did || !dead.empty();
+}
+
+void Engine::OnFragment(EngineLink& l, uint32_t slot, uint32_t len) {
+  ++l.stats->messages_received;
+  l.stats->bytes_received += len;
+  std::string why;
+  std::optional<link_wire::Header> h = link_wire::Decode(l.slot(slot), len, &why);
+  if (!h) {
+    FailLink(l, Code::kLinkDown, "protocol error from peer: " + why);
+    return;
+  }
+  std::span<const std::byte> frag(l.slot(slot) + link_wire::kHeaderBytes,
+                                  len - link_wire::kHeaderBytes);
+  if (!l.partial) {
+    if (h->frag_off != 0) {
+      FailLink(l, Code::kLinkDown, "protocol error from peer: a message starts mid-way");
+      return;
+    }
+    if (frag.size() == h->total_len) {
+      Dispatch(l, *h, frag);
+      return;
+    }
+    l.partial = true;
+    l.partial_header = *h;
+    l.partial_payload.assign(reinterpret_cast<const char*>(frag.data()), frag.size());
+    return;
+  }
+  const link_wire::Header& p = l.partial_header;
+  if (h->type != p.type || h->id != p.id || h->total_len != p.total_len ||
+      h->frag_off != l.partial_payload.size()) {
+    FailLink(l, Code::kLinkDown, "protocol error from peer: fragments out of order");
+    return;
+  }
+  l.partial_payload.append(reinterpret_cast<const char*>(frag.data()), frag.size());
+  if (l.partial_payload.size() < p.total_len) return;
+  l.partial = false;
+  std::string payload = std::move(l.partial_payload);
+  l.partial_payload.clear();
+  Dispatch(l, p, AsBytes(payload));
+}
+
+void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
+                      std::span<const std::byte> payload) {
+  switch (h.type) {
+    case link_wire::MsgType::kCall:
+    case link_wire::MsgType::kNotify:
+      OnIncomingCall(l, h, payload);
+      break;
+    case link_wire::MsgType::kReply:
+      OnReply(l, h, payload);
+      break;
+    case link_wire::MsgType::kRevoke:
+      for (auto& [sid, s] : sessions_) {
+        for (auto& [hid, handle] : s->handles) {
+          if (handle.peer && handle.peer->peer == l.spec.peer &&
+              handle.peer->export_id == h.target && !handle.peer->revoked) {
+            handle.peer->revoked = true;
+            handle.peer->revoked_why = "export '" + handle.peer->name + "' on '" +
+                                       l.spec.peer + "' was unexported, expired or its owner exited";
+          }
+        }
+      }
+      break;
+    case link_wire::MsgType::kEcho: {
+      link_wire::Header r;
+      r.type = link_wire::MsgType::kEchoReply;
+      r.id = h.id;
+      SendMessage(l, r, payload);
+      break;
+    }
+    case link_wire::MsgType::kEchoReply: {
+      auto node = echoes_.extract(h.id);
+      if (!node.empty()) {
+        node.mapped().done(
+            std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
+      }
+      break;
+    }
+  }
+}
+
+// ---- Echo (mcdmactl link test) ---------------------------------------------
+
+Result<uint64_t> Engine::StartEcho(const std::string& peer, std::string payload,
+                                   std::function<void(Result<std::string>)> done,
+                                   LinkSnapshot* used) {
+  EngineLink* l = LinkTo(peer);
+  if (l == nullptr) return Status(Code::kLinkDown, "no link to '" + peer + "' is up");
+  if (payload.size() > link_wire::kMaxMessageBytes)
+    return Status(Code::kInvalid, "echo payload too large");
+  uint64_t seq = next_id_++;
+  link_wire::Header h;
+  h.type = link_wire::MsgType::kEcho;
+  h.id = seq;
+  SendMessage(*l, h, AsBytes(payload));
+  echoes_.emplace(seq, EchoWaiter{l->id, std::move(payload), std::move(done)});
+  if (used != nullptr) {
+    used->transport = l->conn->caps().name;
+    used->generation = l->spec.generation;
+  }
+  return seq;
+}
+
+void Engine::CancelEcho(uint64_t seq) { echoes_.erase(seq); }
+
+}  // namespace mcdma::daemon

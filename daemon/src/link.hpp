@@ -1,0 +1,100 @@
+// The engine's side of a data link to a peer daemon: one transport
+// Connection, its receive and send slots, the message being reassembled, and
+// counters. The link manager (peer/link_manager.hpp) sets links up and takes
+// them down; the engine owns them in between and is the only thread that
+// touches them.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/transport.hpp"
+#include "link_wire.hpp"
+#include "mcdma/status.hpp"
+
+namespace mcdma::daemon {
+
+// Cumulative traffic of a (peer, origin) pair over all its generations.
+struct LinkStats {
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t calls_out = 0;
+  uint64_t calls_in = 0;
+  uint64_t reads = 0;
+  uint64_t writes = 0;
+  uint64_t read_bytes = 0;
+  uint64_t write_bytes = 0;
+  uint64_t ops_failed = 0;
+};
+
+// What the link manager hands the engine with a connected Connection.
+struct LinkSpec {
+  std::string peer;           // the peer's host id
+  std::string origin;         // "out" (this host dialed) or "in"
+  uint64_t generation = 0;
+  std::string peer_instance;  // the peer daemon's instance id
+};
+
+// A snapshot for status displays.
+struct LinkSnapshot {
+  uint64_t id = 0;
+  std::string peer;
+  std::string origin;
+  std::string transport;
+  uint64_t generation = 0;
+  uint32_t inflight = 0;
+  LinkStats stats;
+};
+
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+
+struct EngineLink {
+  uint64_t id = 0;
+  LinkSpec spec;
+  std::unique_ptr<driver::Connection> conn;
+  LinkStats* stats = nullptr;  // owned by the engine, outlives the link
+
+  // Receive slots [0, slots) then send slots [slots, 2 * slots), each
+  // slot_bytes, in one page-aligned allocation registered as `region`.
+  uint32_t slots = 0;
+  uint32_t slot_bytes = 0;
+  std::unique_ptr<std::byte, FreeDeleter> memory;
+  std::unique_ptr<driver::MemoryRegion> region;  // declared after memory
+  std::vector<uint32_t> free_send;               // free send slot indexes
+
+  // Messages not yet fully posted, in order; the front may be partly posted.
+  struct Outgoing {
+    link_wire::Header header;
+    std::string payload;
+    uint32_t sent = 0;
+    bool started = false;
+  };
+  std::deque<Outgoing> backlog;
+
+  // The message being received in fragments.
+  bool partial = false;
+  link_wire::Header partial_header;
+  std::string partial_payload;
+
+  uint32_t transfers = 0;  // one-sided requests posted and not completed
+  // Set by the data path on a transport error or a protocol violation; the
+  // engine then drops the link at the end of its pass.
+  bool failed = false;
+  Code fail_code = Code::kLinkDown;
+  std::string fail_reason;
+
+  std::byte* slot(uint32_t index) const { return memory.get() + uint64_t{index} * slot_bytes; }
+  uint32_t payload_per_fragment() const {
+    return slot_bytes - static_cast<uint32_t>(link_wire::kHeaderBytes);
+  }
+};
+
+}  // namespace mcdma::daemon

@@ -1,0 +1,364 @@
+// LinkManager: the dialing side (one thread per peer this host dials) and
+// the sweep of incoming links.
+#include "peer/link_manager.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "driver/tcp/tcp_transport.hpp"
+#include "mcdma_internal/sys.hpp"
+#include "peer/peer_util.hpp"
+
+namespace mcdma::daemon {
+namespace {
+constexpr uint32_t kProtocolVersion = 1;
+
+// A refusal is not cured by retrying soon: wrong key, wrong host id,
+// unsupported transport or version.
+bool IsRefusal(const Status& st) {
+  return st.code() == Code::kPermissionDenied || st.code() == Code::kInvalid;
+}
+}  // namespace
+
+LinkManager::LinkManager(const Options& options, Engine& engine,
+                         std::shared_ptr<const FabricKey> key,
+                         std::shared_ptr<grpc::ChannelCredentials> creds, uint16_t listen_port)
+    : options_(options),
+      engine_(engine),
+      key_(std::move(key)),
+      creds_(std::move(creds)),
+      listen_port_(listen_port),
+      instance_id_(RandomHex(16)),
+      rpc_timeout_(std::chrono::milliseconds(options.link_timeout_ms)) {}
+
+LinkManager::~LinkManager() { Stop(v1::PEER_GOODBYE_REASON_SHUTDOWN); }
+
+void LinkManager::Start() {
+  (void)engine_.Run([this] {
+    engine_.SetLinkDownHandler(
+        [this](uint64_t link_id, const std::string& why) { OnEngineLinkDown(link_id, why); });
+    return 0;
+  });
+  std::lock_guard lock(mu_);
+  for (const PeerConfig& p : options_.peers) {
+    auto e = std::make_unique<Entry>();
+    e->config = p;
+    e->origin = "config";
+    Entry* raw = e.get();
+    out_.emplace(p.name, std::move(e));
+    raw->thread = std::thread([this, raw] { DialLoop(raw); });
+  }
+  sweeper_ = std::thread([this] { SweepLoop(); });
+}
+
+void LinkManager::Stop(v1::PeerGoodbyeReason reason) {
+  std::vector<std::shared_ptr<PeerChannel>> goodbyes;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& [name, e] : out_) {
+      if (e->state == "up" || !in_.count(name)) {
+        if (auto it = channels_.find(name); it != channels_.end()) goodbyes.push_back(it->second);
+      }
+    }
+    for (auto& [name, e] : in_) {
+      if (e->state == "up" && !out_.count(name)) {
+        if (auto it = channels_.find(name); it != channels_.end()) goodbyes.push_back(it->second);
+      }
+    }
+  }
+  cv_.notify_all();
+  v1::PeerGoodbyeRequest bye;
+  bye.set_reason(reason);
+  bye.set_detail("mcdma-rpcd is stopping");
+  for (auto& ch : goodbyes) (void)ch->Goodbye(bye, std::chrono::milliseconds(500));
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, e] : out_) {
+      if (e->thread.joinable()) threads.push_back(std::move(e->thread));
+    }
+    for (auto& e : retired_) {
+      if (e->thread.joinable()) threads.push_back(std::move(e->thread));
+    }
+    for (auto& t : connectors_) threads.push_back(std::move(t));
+    connectors_.clear();
+    if (sweeper_.joinable()) threads.push_back(std::move(sweeper_));
+  }
+  for (auto& t : threads) t.join();
+  (void)engine_.Run([this] {
+    engine_.SetLinkDownHandler(nullptr);
+    return 0;
+  });
+}
+
+void LinkManager::SetState(Entry* e, const std::string& state) {
+  if (e->state == state) return;
+  if (e->state == "up") ++e->downs;
+  e->state = state;
+  e->state_since = std::chrono::steady_clock::now();
+}
+
+bool LinkManager::Wait(Entry* e, std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, d, [&] { return stopping_ || e->removed || e->link_lost; });
+  return !stopping_ && !e->removed;
+}
+
+v1::PeerHelloRequest LinkManager::HelloRequest() const {
+  v1::PeerHelloRequest req;
+  req.add_protocol_versions(kProtocolVersion);
+  req.set_host_id(options_.host_id);
+  req.set_daemon_version(MCDMA_VERSION);
+  req.add_capabilities("one-sided");
+  req.add_transports()->set_name("tcp");
+  req.set_instance_id(instance_id_);
+  req.set_listen_port(listen_port_);
+  return req;
+}
+
+void LinkManager::DialLoop(Entry* e) {
+  auto log = spdlog::get("peer");
+  auto min = std::chrono::milliseconds(options_.reconnect_min_ms);
+  auto max = std::chrono::milliseconds(options_.reconnect_max_ms);
+  auto backoff = min;
+  bool ever_up = false;
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_ || e->removed) return;
+      e->link_lost = false;
+    }
+    Status st = ConnectOnce(e);
+    if (st.ok()) {
+      backoff = min;
+      {
+        std::lock_guard lock(mu_);
+        if (ever_up) ++e->reconnects;
+        ever_up = true;
+      }
+      log->info("link to '{}' up (generation {})", e->config.name, e->generation);
+      std::string why = HeartbeatLoop(e);
+      std::lock_guard lock(mu_);
+      if (stopping_ || e->removed) return;
+      e->last_error = why;
+      SetState(e, "reconnecting");
+      log->warn("link to '{}' down: {}", e->config.name, why);
+    } else {
+      std::lock_guard lock(mu_);
+      if (stopping_ || e->removed) return;
+      e->last_error = st.message();
+      bool refused = IsRefusal(st);
+      SetState(e, refused ? "refused" : (ever_up ? "reconnecting" : "connecting"));
+      if (refused) backoff = max;
+      log->warn("link to '{}' {}: {}", e->config.name, refused ? "refused" : "not up",
+                st.ToString());
+    }
+    {
+      std::lock_guard lock(mu_);
+      e->retry_at = std::chrono::steady_clock::now() + backoff;
+      e->link_lost = false;
+    }
+    if (!Wait(e, backoff)) return;
+    backoff = std::min(backoff * 2, max);
+  }
+}
+
+Status LinkManager::ConnectOnce(Entry* e) {
+  const std::string& name = e->config.name;
+  std::shared_ptr<PeerChannel> ch;
+  {
+    std::lock_guard lock(mu_);
+    auto it = channels_.find(name);
+    if (it == channels_.end() || it->second->target() != e->config.address) {
+      channels_[name] = MakeChannel(e->config.address, name);
+    }
+    ch = channels_[name];
+  }
+  MCDMA_ASSIGN_OR_RETURN(v1::PeerHelloReply hello, ch->Hello(HelloRequest(), rpc_timeout_));
+  if (hello.host_id() != name) {
+    return Status(Code::kInvalid, "the daemon at " + e->config.address + " is '" +
+                                      hello.host_id() + "', not '" + name + "'");
+  }
+  bool peer_tcp = false;
+  for (const auto& t : hello.transports()) peer_tcp |= t.name() == "tcp";
+  std::string reason;
+  if (e->config.transport == "verbs") {
+    return Status(Code::kInvalid,
+                  "transport \"verbs\" was asked for, but this daemon has no verbs transport "
+                  "(no RDMA device support built); use \"auto\" or \"tcp\"");
+  }
+  if (!peer_tcp) return Status(Code::kInvalid, "peer '" + name + "' offers no tcp transport");
+  reason = e->config.transport == "tcp" ? "tcp asked for in config"
+                                        : "auto: no verbs transport on this host, using tcp";
+  {
+    std::lock_guard lock(mu_);
+    PeerInfo& info = peers_[name];
+    if (!info.instance.empty() && info.instance != hello.instance_id()) {
+      spdlog::get("peer")->info("peer '{}' restarted (instance {} -> {})", name, info.instance,
+                                hello.instance_id());
+    }
+    info.instance = hello.instance_id();
+    info.version = hello.daemon_version();
+    e->transport = "tcp";
+    e->transport_reason = reason;
+  }
+  auto ep = engine_.Run([this] { return engine_.CreateLinkEndpoint(); });
+  if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
+  MCDMA_RETURN_IF_ERROR(ep->status());
+  std::unique_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
+  uint64_t generation = e->generation + 1;
+  v1::PeerConnectRequest creq;
+  creq.set_transport("tcp");
+  creq.set_endpoint_info(endpoint->LocalInfo());
+  creq.set_generation(generation);
+  MCDMA_ASSIGN_OR_RETURN(v1::PeerConnectReply crep, ch->Connect(creq, rpc_timeout_));
+  MCDMA_ASSIGN_OR_RETURN(std::string host, HostOf(e->config.address));
+  MCDMA_ASSIGN_OR_RETURN(std::string remote,
+                         driver::tcp::RebaseEndpointInfo(crep.endpoint_info(), host));
+  auto conn = endpoint->Connect(remote);
+  if (!conn.ok()) {
+    return Status(conn.status().code(), "data connection to '" + name + "' (" + remote +
+                                            "): " + conn.status().message());
+  }
+  LinkSpec spec{name, "out", generation, hello.instance_id()};
+  auto installed = engine_.Run([&] { return engine_.InstallLink(spec, std::move(conn).value()); });
+  if (!installed) return Status(Code::kUnavailable, "the engine has stopped");
+  MCDMA_RETURN_IF_ERROR(installed->status());
+  std::lock_guard lock(mu_);
+  e->generation = generation;
+  e->link_id = installed->value();
+  e->last_heartbeat = std::chrono::steady_clock::now();
+  SetState(e, "up");
+  return Status::Ok();
+}
+
+std::string LinkManager::HeartbeatLoop(Entry* e) {
+  auto interval = std::chrono::milliseconds(options_.heartbeat_ms);
+  auto timeout = std::chrono::milliseconds(options_.link_timeout_ms);
+  std::shared_ptr<PeerChannel> ch;
+  {
+    std::lock_guard lock(mu_);
+    ch = channels_[e->config.name];
+  }
+  auto last_ok = std::chrono::steady_clock::now();
+  std::string why;
+  while (true) {
+    if (!Wait(e, interval)) {
+      why = "stopping";
+      break;
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (e->link_lost) {
+        why = e->last_error.empty() ? "the data link failed" : e->last_error;
+        e->link_id = 0;
+        return why;
+      }
+    }
+    v1::PeerHeartbeatRequest req;
+    req.set_generation(e->generation);
+    auto sent_at = std::chrono::steady_clock::now();
+    req.set_timestamp_ns(static_cast<uint64_t>(sent_at.time_since_epoch().count()));
+    {
+      std::lock_guard lock(mu_);
+      req.set_rtt_us(e->rtt_us);
+      ++e->heartbeats_sent;
+    }
+    auto rep = ch->Heartbeat(req, timeout);
+    auto now = std::chrono::steady_clock::now();
+    if (rep.ok() && rep->generation() == e->generation) {
+      double rtt = std::chrono::duration<double, std::micro>(now - sent_at).count();
+      std::lock_guard lock(mu_);
+      ++e->heartbeats_ok;
+      e->rtt_us = rtt;
+      e->rtt_avg_us = e->rtt_avg_us == 0 ? rtt : 0.875 * e->rtt_avg_us + 0.125 * rtt;
+      e->last_heartbeat = now;
+      last_ok = now;
+      continue;
+    }
+    {
+      std::lock_guard lock(mu_);
+      ++e->heartbeats_missed;
+    }
+    if (rep.ok()) {
+      why = "peer holds generation " + std::to_string(rep->generation()) + ", not " +
+            std::to_string(e->generation);
+      break;
+    }
+    if (now - last_ok >= timeout || rep.status().code() == Code::kPermissionDenied) {
+      why = "no heartbeat answer for " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::milliseconds>(now - last_ok).count()) +
+            " ms: " + rep.status().message();
+      break;
+    }
+  }
+  uint64_t link_id = 0;
+  {
+    std::lock_guard lock(mu_);
+    link_id = e->link_id;
+    e->link_id = 0;
+  }
+  if (link_id != 0) {
+    Code code = why == "stopping" ? Code::kPeerGone : Code::kLinkDown;
+    (void)engine_.Run([&] {
+      engine_.DropLink(link_id, code, why);
+      return 0;
+    });
+  }
+  return why;
+}
+
+void LinkManager::OnEngineLinkDown(uint64_t link_id, const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    for (auto* table : {&out_, &in_}) {
+      for (auto& [name, e] : *table) {
+        if (e->link_id != link_id) continue;
+        e->link_lost = true;
+        e->last_error = why;
+        if (e->origin == "incoming") {
+          e->link_id = 0;
+          SetState(e.get(), "down");
+        }
+      }
+    }
+  }
+  cv_.notify_all();
+}
+
+void LinkManager::SweepLoop() {
+  auto interval = std::chrono::milliseconds(options_.heartbeat_ms);
+  auto timeout = std::chrono::milliseconds(options_.link_timeout_ms);
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, interval, [&] { return stopping_; });
+    if (stopping_) break;
+    auto now = std::chrono::steady_clock::now();
+    std::vector<std::pair<uint64_t, std::string>> drop;
+    for (auto& [name, e] : in_) {
+      if (e->state != "up" || e->link_id == 0 || now - e->last_heartbeat < timeout) continue;
+      std::string why = "no heartbeat from '" + name + "' for " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           now - e->last_heartbeat)
+                                           .count()) +
+                        " ms";
+      drop.emplace_back(e->link_id, why);
+      e->last_error = why;
+      e->link_id = 0;
+      SetState(e.get(), "down");
+    }
+    if (drop.empty()) continue;
+    lock.unlock();
+    for (auto& [id, why] : drop) {
+      (void)engine_.Run([&, id = id] {
+        engine_.DropLink(id, Code::kLinkDown, why);
+        return 0;
+      });
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace mcdma::daemon

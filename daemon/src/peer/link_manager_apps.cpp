@@ -1,0 +1,278 @@
+// LinkManager: what apps and mcdmactl ask of links — lookups and
+// resolutions on a peer, runtime links, the links table, the echo test.
+#include <openssl/rand.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <future>
+
+#include "peer/link_manager.hpp"
+#include "peer/peer_util.hpp"
+
+namespace mcdma::daemon {
+namespace {
+uint64_t LoadLe(const std::string& s, size_t off, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(s[off + i])) << (8 * i);
+  return v;
+}
+}  // namespace
+
+std::shared_ptr<PeerChannel> LinkManager::MakeChannel(const std::string& target,
+                                                      const std::string& peer) {
+  return std::make_shared<PeerChannel>(target, peer, options_.host_id, key_, creds_);
+}
+
+bool LinkManager::Knows(const std::string& peer) {
+  std::lock_guard lock(mu_);
+  return out_.count(peer) != 0 || in_.count(peer) != 0;
+}
+
+Result<std::shared_ptr<PeerChannel>> LinkManager::ChannelFor(const std::string& peer) {
+  std::lock_guard lock(mu_);
+  if (auto it = channels_.find(peer); it != channels_.end()) return it->second;
+  if (auto o = out_.find(peer); o != out_.end()) {
+    return channels_[peer] = MakeChannel(o->second->config.address, peer);
+  }
+  auto p = peers_.find(peer);
+  if (p == peers_.end() || p->second.callback.empty()) {
+    return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
+  }
+  return channels_[peer] = MakeChannel(p->second.callback, peer);
+}
+
+Status LinkManager::RequireUp(const std::string& peer) {
+  std::lock_guard lock(mu_);
+  const Entry* seen = nullptr;
+  for (auto* table : {&out_, &in_}) {
+    auto it = table->find(peer);
+    if (it == table->end()) continue;
+    if (it->second->state == "up") return Status::Ok();
+    seen = it->second.get();
+  }
+  if (seen == nullptr)
+    return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
+  return Status(Code::kLinkDown, "link to '" + peer + "' is " + seen->state +
+                                     (seen->last_error.empty() ? "" : ": " + seen->last_error));
+}
+
+Result<uint64_t> LinkManager::LookupService(uint64_t session, const std::string& peer,
+                                            const std::string& service) {
+  MCDMA_RETURN_IF_ERROR(RequireUp(peer));
+  MCDMA_ASSIGN_OR_RETURN(auto ch, ChannelFor(peer));
+  v1::PeerLookupServiceRequest req;
+  req.set_service(service);
+  MCDMA_ASSIGN_OR_RETURN(v1::PeerLookupServiceReply rep, ch->LookupService(req, rpc_timeout_));
+  PeerService ps;
+  ps.peer = peer;
+  ps.name = service;
+  ps.remote_id = rep.service_id();
+  {
+    std::lock_guard lock(mu_);
+    ps.peer_instance = peers_[peer].instance;
+  }
+  auto r = engine_.Run([&] { return engine_.AddPeerService(session, ps); });
+  if (!r) return Status(Code::kUnavailable, "the daemon is stopping");
+  return *r;
+}
+
+Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& peer,
+                                         const std::string& name) {
+  MCDMA_RETURN_IF_ERROR(RequireUp(peer));
+  MCDMA_ASSIGN_OR_RETURN(auto ch, ChannelFor(peer));
+  v1::PeerResolveExportRequest req;
+  req.set_name(name);
+  req.set_transport("tcp");
+  MCDMA_ASSIGN_OR_RETURN(v1::PeerResolveExportReply rep, ch->ResolveExport(req, rpc_timeout_));
+  PeerExport pe;
+  pe.peer = peer;
+  pe.name = name;
+  pe.export_id = rep.export_id();
+  pe.length = rep.length();
+  pe.allow_read = rep.allow_read();
+  pe.allow_write = rep.allow_write();
+  uint64_t expected = 0;
+  for (const auto& p : rep.pieces()) {
+    if (p.offset() != expected || p.length() == 0 || p.access().size() != 12) {
+      return Status(Code::kInternal, "peer '" + peer + "' described export '" + name +
+                                         "' with malformed pieces");
+    }
+    pe.pieces.push_back({p.offset(), p.length(), LoadLe(p.access(), 4, 8),
+                         static_cast<uint32_t>(LoadLe(p.access(), 0, 4))});
+    expected += p.length();
+  }
+  if (expected != pe.length || pe.pieces.empty()) {
+    return Status(Code::kInternal,
+                  "peer '" + peer + "' described export '" + name + "' with pieces not covering it");
+  }
+  if (rep.expires_in_ms() != 0) {
+    pe.expires = Clock::now() + std::chrono::milliseconds(rep.expires_in_ms());
+  }
+  {
+    std::lock_guard lock(mu_);
+    pe.peer_instance = peers_[peer].instance;
+  }
+  auto r = engine_.Run([&] { return engine_.AddPeerHandle(session, std::move(pe)); });
+  if (!r) return Status(Code::kUnavailable, "the daemon is stopping");
+  return *r;
+}
+
+Status LinkManager::Add(const PeerConfig& peer) {
+  MCDMA_RETURN_IF_ERROR(ValidatePeer(peer, "peer"));
+  if (peer.name == options_.host_id)
+    return Status(Code::kInvalid, "'" + peer.name + "' is this host's own id");
+  std::lock_guard lock(mu_);
+  if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
+  if (out_.count(peer.name) != 0)
+    return Status(Code::kAlreadyExists, "a link to '" + peer.name + "' exists");
+  auto e = std::make_unique<Entry>();
+  e->config = peer;
+  e->origin = "runtime";
+  Entry* raw = e.get();
+  out_.emplace(peer.name, std::move(e));
+  channels_.erase(peer.name);
+  raw->thread = std::thread([this, raw] { DialLoop(raw); });
+  spdlog::get("peer")->info("link to '{}' at {} added", peer.name, peer.address);
+  return Status::Ok();
+}
+
+Status LinkManager::Remove(const std::string& peer) {
+  std::shared_ptr<PeerChannel> ch;
+  {
+    std::lock_guard lock(mu_);
+    bool found = false;
+    if (auto it = out_.find(peer); it != out_.end()) {
+      it->second->removed = true;
+      retired_.push_back(std::move(it->second));
+      out_.erase(it);
+      found = true;
+    }
+    if (auto it = in_.find(peer); it != in_.end()) {
+      in_.erase(it);
+      found = true;
+    }
+    if (!found) return Status(Code::kNotFound, "no link to '" + peer + "'");
+    if (auto it = channels_.find(peer); it != channels_.end()) ch = it->second;
+    channels_.erase(peer);
+  }
+  cv_.notify_all();
+  if (ch) {
+    v1::PeerGoodbyeRequest bye;
+    bye.set_reason(v1::PEER_GOODBYE_REASON_REMOVED);
+    bye.set_detail("link removed by an administrator");
+    (void)ch->Goodbye(bye, std::chrono::milliseconds(500));
+  }
+  (void)engine_.Run([&] {
+    engine_.DropPeer(peer, Code::kPeerGone, "the link to '" + peer + "' was removed");
+    return 0;
+  });
+  spdlog::get("peer")->info("link to '{}' removed", peer);
+  return Status::Ok();
+}
+
+void LinkManager::Fill(v1::LinksReply* out) {
+  auto snaps = engine_.Run([this] { return engine_.Links(); });
+  out->set_host_id(options_.host_id);
+  out->set_peering(true);
+  out->set_listen(options_.listen);
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  for (auto* table : {&out_, &in_}) {
+    for (auto& [name, e] : *table) {
+      v1::LinkInfo* li = out->add_links();
+      li->set_peer(name);
+      li->set_address(e->origin == "incoming" ? "" : e->config.address);
+      li->set_origin(e->origin);
+      li->set_state(e->state);
+      li->set_transport_requested(e->config.transport);
+      li->set_transport(e->transport);
+      li->set_transport_reason(e->transport_reason);
+      li->set_generation(e->generation);
+      li->set_rtt_us(e->rtt_us);
+      li->set_rtt_avg_us(e->rtt_avg_us);
+      li->set_state_ms(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - e->state_since).count()));
+      if ((e->state == "reconnecting" || e->state == "refused" || e->state == "connecting") &&
+          e->retry_at > now) {
+        li->set_retry_in_ms(static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(e->retry_at - now).count()));
+      }
+      li->set_last_error(e->last_error);
+      if (auto p = peers_.find(name); p != peers_.end()) {
+        li->set_peer_version(p->second.version);
+        li->set_peer_instance(p->second.instance);
+      }
+      auto* c = li->mutable_counters();
+      c->set_heartbeats_sent(e->heartbeats_sent);
+      c->set_heartbeats_ok(e->heartbeats_ok);
+      c->set_heartbeats_missed(e->heartbeats_missed);
+      c->set_downs(e->downs);
+      c->set_reconnects(e->reconnects);
+      if (!snaps) continue;
+      std::string origin = e->origin == "incoming" ? "in" : "out";
+      for (const LinkSnapshot& s : *snaps) {
+        if (s.peer != name || s.origin != origin) continue;
+        if (s.id != 0) li->set_inflight(s.inflight);
+        c->set_messages_sent(s.stats.messages_sent);
+        c->set_messages_received(s.stats.messages_received);
+        c->set_bytes_sent(s.stats.bytes_sent);
+        c->set_bytes_received(s.stats.bytes_received);
+        c->set_calls_out(s.stats.calls_out);
+        c->set_calls_in(s.stats.calls_in);
+        c->set_reads(s.stats.reads);
+        c->set_writes(s.stats.writes);
+        c->set_read_bytes(s.stats.read_bytes);
+        c->set_write_bytes(s.stats.write_bytes);
+        c->set_ops_failed(s.stats.ops_failed);
+      }
+    }
+  }
+}
+
+Result<v1::LinkTestReply> LinkManager::Test(const std::string& peer, uint32_t bytes,
+                                            uint32_t count) {
+  if (bytes == 0) bytes = 64;
+  if (count == 0) count = 10;
+  if (bytes > (64u << 20) || count > 100000)
+    return Status(Code::kInvalid, "link test: at most 64 MiB per round trip and 100000 rounds");
+  MCDMA_RETURN_IF_ERROR(RequireUp(peer));
+  v1::LinkTestReply rep;
+  std::string payload(bytes, '\0');
+  for (uint32_t i = 0; i < count; ++i) {
+    RAND_bytes(reinterpret_cast<unsigned char*>(payload.data()), static_cast<int>(payload.size()));
+    auto done = std::make_shared<std::promise<Result<std::string>>>();
+    auto fut = done->get_future();
+    LinkSnapshot used;
+    auto start = std::chrono::steady_clock::now();
+    auto seq = engine_.Run([&] {
+      return engine_.StartEcho(
+          peer, payload, [done](Result<std::string> r) { done->set_value(std::move(r)); }, &used);
+    });
+    if (!seq) return Status(Code::kUnavailable, "the daemon is stopping");
+    MCDMA_RETURN_IF_ERROR(seq->status());
+    if (fut.wait_for(rpc_timeout_) != std::future_status::ready) {
+      (void)engine_.Run([&] {
+        engine_.CancelEcho(seq->value());
+        return 0;
+      });
+      return Status(Code::kTimeout, "no echo from '" + peer + "' within " +
+                                        std::to_string(rpc_timeout_.count()) + " ms");
+    }
+    auto echoed = fut.get();
+    auto end = std::chrono::steady_clock::now();
+    MCDMA_RETURN_IF_ERROR(echoed.status());
+    if (*echoed != payload) {
+      size_t at = 0;
+      while (at < payload.size() && at < echoed->size() && (*echoed)[at] == payload[at]) ++at;
+      return Status(Code::kInternal, "echo mismatch from '" + peer + "' at byte " +
+                                         std::to_string(at) + " of " +
+                                         std::to_string(payload.size()));
+    }
+    rep.set_transport(used.transport);
+    rep.set_generation(used.generation);
+    rep.add_rtt_us(std::chrono::duration<double, std::micro>(end - start).count());
+  }
+  return rep;
+}
+
+}  // namespace mcdma::daemon

@@ -1,0 +1,181 @@
+// LinkManager: what a peer asks of this host through the Peer service
+// (Hello, Connect, Heartbeat, Goodbye). `host` is always the host id of the
+// caller's ticket, never one written in a request.
+#include <spdlog/spdlog.h>
+
+#include "driver/tcp/tcp_transport.hpp"
+#include "peer/link_manager.hpp"
+#include "peer/peer_util.hpp"
+
+namespace mcdma::daemon {
+
+v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerHelloRequest& req,
+                                        const std::string& source_ip) {
+  bool restarted = false;
+  {
+    std::lock_guard lock(mu_);
+    PeerInfo& info = peers_[host];
+    restarted = !info.instance.empty() && info.instance != req.instance_id();
+    info.instance = req.instance_id();
+    info.version = req.daemon_version();
+    if (req.listen_port() != 0 && !source_ip.empty()) {
+      std::string callback = JoinHostPort(source_ip, req.listen_port());
+      if (info.callback != callback && !out_.count(host)) channels_.erase(host);
+      info.callback = callback;
+    }
+    if (restarted) {
+      if (auto it = in_.find(host); it != in_.end()) {
+        it->second->generation = 0;
+        it->second->link_id = 0;
+        SetState(it->second.get(), "down");
+        it->second->last_error = "peer restarted";
+      }
+    }
+  }
+  if (restarted) {
+    spdlog::get("peer")->info("peer '{}' restarted (new instance {})", host, req.instance_id());
+    (void)engine_.Run([&] {
+      engine_.DropPeer(host, Code::kPeerGone, "peer '" + host + "' restarted");
+      return 0;
+    });
+  }
+  v1::PeerHelloReply rep = {};
+  rep.set_protocol_version(1);
+  rep.set_host_id(options_.host_id);
+  rep.set_daemon_version(MCDMA_VERSION);
+  rep.add_capabilities("one-sided");
+  rep.add_transports()->set_name("tcp");
+  rep.set_instance_id(instance_id_);
+  return rep;
+}
+
+Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
+                                                    const v1::PeerConnectRequest& req,
+                                                    const std::string& source_ip) {
+  if (req.transport() != "tcp") {
+    return Status(Code::kInvalid, "transport \"" + req.transport() + "\" is not offered here");
+  }
+  std::string instance;
+  Entry* e = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
+    auto p = peers_.find(host);
+    if (p == peers_.end()) return Status(Code::kInvalid, "Connect before Hello");
+    instance = p->second.instance;
+    auto& slot = in_[host];
+    if (!slot) {
+      slot = std::make_unique<Entry>();
+      slot->config.name = host;
+      slot->config.transport = "tcp";
+      slot->origin = "incoming";
+      slot->state = "connecting";
+    }
+    e = slot.get();
+    if (req.generation() <= e->generation) {
+      return Status(Code::kInvalid, "generation " + std::to_string(req.generation()) +
+                                        " is not above " + std::to_string(e->generation));
+    }
+  }
+  std::string remote_host = source_ip.empty() ? "127.0.0.1" : source_ip;
+  MCDMA_ASSIGN_OR_RETURN(std::string remote,
+                         driver::tcp::RebaseEndpointInfo(req.endpoint_info(), remote_host));
+  auto ep = engine_.Run([this] { return engine_.CreateLinkEndpoint(); });
+  if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
+  MCDMA_RETURN_IF_ERROR(ep->status());
+  std::shared_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
+  v1::PeerConnectReply rep;
+  rep.set_endpoint_info(endpoint->LocalInfo());
+  rep.set_generation(req.generation());
+  uint64_t generation = req.generation();
+  uint64_t old_link = 0;
+  {
+    std::lock_guard lock(mu_);
+    old_link = e->link_id;
+    e->generation = generation;
+    e->link_id = 0;
+    e->transport = "tcp";
+    e->transport_reason = "chosen by the peer that dialed";
+    SetState(e, "connecting");
+    // The data connection completes once the caller has our endpoint: on
+    // a thread of its own, after this reply is sent.
+    connectors_.emplace_back([this, e, endpoint, remote, host, instance, generation] {
+      auto conn = endpoint->Connect(remote);
+      Status st = conn.status();
+      uint64_t link_id = 0;
+      if (st.ok()) {
+        LinkSpec spec{host, "in", generation, instance};
+        auto r = engine_.Run([&] { return engine_.InstallLink(spec, std::move(conn).value()); });
+        st = !r ? Status(Code::kUnavailable, "the engine has stopped") : r->status();
+        if (st.ok()) link_id = r->value();
+      }
+      std::lock_guard lock(mu_);
+      if (e->generation != generation) return;  // superseded meanwhile
+      if (st.ok()) {
+        if (e->state != "up") ++e->reconnects;
+        e->link_id = link_id;
+        e->last_heartbeat = std::chrono::steady_clock::now();
+        SetState(e, "up");
+        spdlog::get("peer")->info("link from '{}' up (generation {})", host, generation);
+      } else {
+        e->last_error = "data connection: " + st.message();
+        SetState(e, "down");
+        spdlog::get("peer")->warn("link from '{}' failed: {}", host, st.ToString());
+      }
+    });
+  }
+  if (old_link != 0) {
+    (void)engine_.Run([&] {
+      engine_.DropLink(old_link, Code::kLinkDown,
+                       "peer reconnected under generation " + std::to_string(generation));
+      return 0;
+    });
+  }
+  return rep;
+}
+
+Result<v1::PeerHeartbeatReply> LinkManager::OnHeartbeat(const std::string& host,
+                                                        const v1::PeerHeartbeatRequest& req) {
+  v1::PeerHeartbeatReply rep;
+  rep.set_echo_timestamp_ns(req.timestamp_ns());
+  std::lock_guard lock(mu_);
+  auto it = in_.find(host);
+  if (it == in_.end()) return rep;  // generation 0: reconnect
+  Entry* e = it->second.get();
+  rep.set_generation(e->state == "up" || e->state == "connecting" ? e->generation : 0);
+  if (rep.generation() == req.generation()) {
+    e->last_heartbeat = std::chrono::steady_clock::now();
+    ++e->heartbeats_ok;
+    e->rtt_us = req.rtt_us();
+    e->rtt_avg_us = e->rtt_avg_us == 0 ? e->rtt_us : 0.875 * e->rtt_avg_us + 0.125 * e->rtt_us;
+  } else {
+    ++e->heartbeats_missed;
+  }
+  return rep;
+}
+
+void LinkManager::OnGoodbye(const std::string& host, const v1::PeerGoodbyeRequest& req) {
+  std::string why = "peer '" + host + "' said goodbye (" +
+                    v1::PeerGoodbyeReason_Name(req.reason()) + ")";
+  if (!req.detail().empty()) why += ": " + req.detail().substr(0, 256);
+  spdlog::get("peer")->info("{}", why);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = in_.find(host); it != in_.end()) {
+      it->second->link_id = 0;
+      it->second->last_error = why;
+      SetState(it->second.get(), "down");
+    }
+    if (auto it = out_.find(host); it != out_.end()) {
+      it->second->link_lost = true;
+      it->second->last_error = why;
+    }
+  }
+  cv_.notify_all();
+  (void)engine_.Run([&] {
+    engine_.DropPeer(host, Code::kPeerGone, why);
+    return 0;
+  });
+}
+
+}  // namespace mcdma::daemon

@@ -1,0 +1,106 @@
+#include "peer/peer_plane.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "driver/tcp/tcp_transport.hpp"
+#include "peer/peer_util.hpp"
+
+namespace mcdma::daemon {
+namespace {
+
+Result<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) return Status(Code::kInvalid, std::string(what) + ": cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool IsWildcard(const std::string& host) { return host == "0.0.0.0" || host == "::"; }
+
+}  // namespace
+
+Result<std::unique_ptr<driver::Device>> CreateLinkDevice(const Options& options) {
+  MCDMA_ASSIGN_OR_RETURN(auto listen, SplitHostPort(options.listen, kDefaultPeerPort));
+  std::pair<std::string, uint16_t> data{listen.first, 0};
+  if (!options.data_listen.empty()) {
+    MCDMA_ASSIGN_OR_RETURN(data, SplitHostPort(options.data_listen, 0));
+  }
+  driver::tcp::TcpOptions tcp;
+  tcp.listen_address = data.first;
+  tcp.listen_port = data.second;
+  // A wildcard listener cannot know which of its addresses a peer reaches:
+  // it advertises the wildcard and the peer puts in the address it dialed.
+  tcp.advertise_address = data.first;
+  tcp.connect_timeout = std::chrono::milliseconds(options.link_timeout_ms);
+  auto device = driver::tcp::CreateTcpDevice(tcp);
+  if (!device.ok()) {
+    return Status(device.status().code(),
+                  "data_listen " + JoinHostPort(data.first, data.second) + ": " +
+                      device.status().message());
+  }
+  return device;
+}
+
+Result<std::unique_ptr<PeerPlane>> PeerPlane::Start(const Options& options, Engine& engine,
+                                                    std::shared_ptr<const FabricKey> key) {
+  std::unique_ptr<PeerPlane> plane(new PeerPlane());
+  std::shared_ptr<grpc::ServerCredentials> server_creds = grpc::InsecureServerCredentials();
+  std::shared_ptr<grpc::ChannelCredentials> channel_creds = grpc::InsecureChannelCredentials();
+  if (!options.tls_cert.empty()) {
+    MCDMA_ASSIGN_OR_RETURN(std::string cert, ReadPem(options.tls_cert, "tls.cert"));
+    MCDMA_ASSIGN_OR_RETURN(std::string pkey, ReadPem(options.tls_key, "tls.key"));
+    MCDMA_ASSIGN_OR_RETURN(std::string ca, ReadPem(options.tls_ca, "tls.ca"));
+    grpc::SslServerCredentialsOptions sopts(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    sopts.pem_root_certs = ca;
+    sopts.pem_key_cert_pairs.push_back({pkey, cert});
+    server_creds = grpc::SslServerCredentials(sopts);
+    grpc::SslCredentialsOptions copts;
+    copts.pem_root_certs = ca;
+    copts.pem_private_key = pkey;
+    copts.pem_cert_chain = cert;
+    channel_creds = grpc::SslCredentials(copts);
+  }
+  MCDMA_ASSIGN_OR_RETURN(auto listen, SplitHostPort(options.listen, kDefaultPeerPort));
+  int bound_port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(JoinHostPort(listen.first, listen.second), server_creds, &bound_port);
+  builder.SetMaxReceiveMessageSize(4 << 20);
+  // The listen port goes to peers in Hello; it must be known before the
+  // link manager dials, so the server starts first (its service routes to
+  // the link manager, which exists from here on).
+  auto* plane_ptr = plane.get();
+  plane_ptr->links_ =
+      std::make_unique<LinkManager>(options, engine, key, channel_creds, listen.second);
+  plane_ptr->service_ =
+      std::make_unique<PeerServiceImpl>(engine, *plane_ptr->links_, key, options.host_id);
+  builder.RegisterService(plane_ptr->service_.get());
+  plane_ptr->server_ = builder.BuildAndStart();
+  if (!plane_ptr->server_ || bound_port == 0) {
+    return Status(Code::kSystem, "listen " + options.listen +
+                                     ": cannot serve peers there (address in use or not local)");
+  }
+  // An ephemeral port (0) may have been asked for: tell peers the one we got.
+  plane_ptr->links_->set_listen_port(static_cast<uint16_t>(bound_port));
+  plane_ptr->listen_ = JoinHostPort(listen.first, static_cast<uint32_t>(bound_port));
+  plane_ptr->links_->Start();
+  spdlog::get("peer")->info("peer service on {} ({}), fabric key {}", plane_ptr->listen_,
+                            options.tls_cert.empty() ? "plaintext" : "TLS",
+                            key->Fingerprint());
+  return plane;
+}
+
+void PeerPlane::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  links_->Stop(v1::PEER_GOODBYE_REASON_SHUTDOWN);
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+}
+
+PeerPlane::~PeerPlane() { Stop(); }
+
+}  // namespace mcdma::daemon

@@ -1,0 +1,45 @@
+// Everything peering adds to a daemon, started together: the link transport
+// device (tcp), the Peer gRPC server on `listen` (TLS when configured), and
+// the link manager.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "driver/transport.hpp"
+#include "engine.hpp"
+#include "mcdma_internal/fabric_key.hpp"
+#include "options.hpp"
+#include "peer/link_manager.hpp"
+#include "peer/peer_service.hpp"
+
+namespace mcdma::daemon {
+
+// The tcp device on data_listen (default: listen's host, any port).
+Result<std::unique_ptr<driver::Device>> CreateLinkDevice(const Options& options);
+
+class PeerPlane {
+ public:
+  static Result<std::unique_ptr<PeerPlane>> Start(const Options& options, Engine& engine,
+                                                  std::shared_ptr<const FabricKey> key);
+  ~PeerPlane();
+  PeerPlane(const PeerPlane&) = delete;
+  PeerPlane& operator=(const PeerPlane&) = delete;
+
+  LinkManager& links() { return *links_; }
+  const std::string& listen_address() const { return listen_; }
+  // Goodbye to peers, stop the links, stop serving peers. Idempotent.
+  void Stop();
+
+ private:
+  PeerPlane() = default;
+  std::string listen_;
+  std::unique_ptr<LinkManager> links_;
+  std::unique_ptr<PeerServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  bool stopped_ = false;
+};
+
+}  // namespace mcdma::daemon

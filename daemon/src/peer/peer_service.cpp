@@ -1,0 +1,169 @@
+#include "peer/peer_service.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "grpc_status.hpp"
+#include "peer/peer_util.hpp"
+
+namespace mcdma::daemon {
+namespace {
+constexpr uint32_t kMaxAuthenticating = 32;
+
+grpc::Status Unauthenticated(const std::string& why) {
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, why);
+}
+grpc::Status Malformed(const std::string& why) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed " + why);
+}
+}  // namespace
+
+PeerServiceImpl::PeerServiceImpl(Engine& engine, LinkManager& links,
+                                 std::shared_ptr<const FabricKey> key, std::string host_id)
+    : engine_(engine), links_(links), key_(std::move(key)), host_id_(std::move(host_id)) {}
+
+Result<std::string> PeerServiceImpl::Caller(grpc::ServerContext* ctx) {
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(peer_auth::kTicketMetadataKey);
+  if (it == md.end()) {
+    ++refused_;
+    return Status(Code::kPermissionDenied, "no ticket: authenticate first");
+  }
+  auto host = tickets_.Verify(std::string_view(it->second.data(), it->second.size()));
+  if (!host.ok()) {
+    ++refused_;
+    return Status(Code::kPermissionDenied, "ticket refused: " + host.status().message());
+  }
+  return host;
+}
+
+#define MCDMA_PEER_CALLER(var, ctx)                                    \
+  auto var##_result = Caller(ctx);                                     \
+  if (!var##_result.ok()) return Unauthenticated(var##_result.status().message()); \
+  const std::string& var = *var##_result
+
+grpc::Status PeerServiceImpl::Authenticate(
+    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::AuthResponse, v1::AuthRequest>* stream) {
+  if (authenticating_.fetch_add(1) >= kMaxAuthenticating) {
+    authenticating_.fetch_sub(1);
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many authentications at once");
+  }
+  struct Release {
+    std::atomic<uint32_t>& n;
+    ~Release() { n.fetch_sub(1); }
+  } release{authenticating_};
+  auto log = spdlog::get("peer");
+  auto responder = peer_auth::Responder::Create(key_, host_id_);
+  if (!responder.ok()) return ToGrpc(responder.status());
+  v1::AuthRequest req;
+  if (!stream->Read(&req)) return Malformed("authentication: no hello");
+  if (!req.has_hello()) return Malformed("authentication: expected hello first");
+  peer_auth::Hello hello{req.hello().version(), req.hello().host_id(), req.hello().nonce()};
+  auto challenge = responder->OnHello(hello);
+  if (!challenge.ok()) {
+    ++refused_;
+    return Malformed("hello: " + challenge.status().message());
+  }
+  v1::AuthResponse resp;
+  auto* c = resp.mutable_challenge();
+  c->set_version(challenge->version);
+  c->set_host_id(challenge->host_id);
+  c->set_nonce(challenge->nonce);
+  c->set_proof(challenge->proof);
+  if (!stream->Write(resp)) return grpc::Status(grpc::StatusCode::CANCELLED, "peer went away");
+  if (!stream->Read(&req)) {
+    ++refused_;
+    log->warn("authentication from '{}' ({}): the initiator gave up after the challenge "
+              "(it could not verify our proof: different fabric key?)",
+              hello.host_id, ctx->peer());
+    return grpc::Status(grpc::StatusCode::CANCELLED, "initiator gave up");
+  }
+  if (!req.has_proof()) return Malformed("authentication: expected proof");
+  auto ticket = responder->OnProof(peer_auth::Proof{req.proof().proof()}, tickets_);
+  if (!ticket.ok()) {
+    ++refused_;
+    log->warn("authentication from '{}' ({}) refused: {}", hello.host_id, ctx->peer(),
+              ticket.status().message());
+    if (ticket.status().code() == Code::kPermissionDenied)
+      return Unauthenticated(ticket.status().message());
+    if (ticket.status().code() == Code::kBusy)
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, ticket.status().message());
+    return Malformed("proof: " + ticket.status().message());
+  }
+  resp.Clear();
+  resp.mutable_ticket()->set_ticket(ticket->ticket);
+  resp.mutable_ticket()->set_ttl_ms(ticket->ttl_ms);
+  stream->Write(resp);
+  log->debug("peer '{}' ({}) authenticated", hello.host_id, ctx->peer());
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerServiceImpl::Hello(grpc::ServerContext* ctx, const v1::PeerHelloRequest* req,
+                                    v1::PeerHelloReply* rep) {
+  MCDMA_PEER_CALLER(host, ctx);
+  if (req->host_id() != host) {
+    return Malformed("hello: host id '" + req->host_id() + "' is not the authenticated '" + host +
+                     "'");
+  }
+  bool v1_ok = false;
+  for (uint32_t v : req->protocol_versions()) v1_ok |= v == 1;
+  if (!v1_ok) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "INVALID: no common peer protocol version (this daemon speaks 1)");
+  }
+  if (req->instance_id().size() != 32) return Malformed("hello: instance_id");
+  *rep = links_.OnHello(host, *req, IpOfGrpcPeer(ctx->peer()));
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerServiceImpl::Connect(grpc::ServerContext* ctx, const v1::PeerConnectRequest* req,
+                                      v1::PeerConnectReply* rep) {
+  MCDMA_PEER_CALLER(host, ctx);
+  if (!req->link().empty()) return Malformed("connect: only the default link \"\" exists");
+  if (req->generation() == 0) return Malformed("connect: generation 0");
+  auto r = links_.OnConnect(host, *req, IpOfGrpcPeer(ctx->peer()));
+  if (!r.ok()) return ToGrpc(r.status());
+  *rep = std::move(r).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerServiceImpl::ResolveExport(grpc::ServerContext* ctx,
+                                            const v1::PeerResolveExportRequest* req,
+                                            v1::PeerResolveExportReply* rep) {
+  MCDMA_PEER_CALLER(host, ctx);
+  if (req->transport() != "tcp") return Malformed("resolve: unknown transport");
+  auto st = engine_.Run([&] { return engine_.ResolveForPeer(host, req->name(), rep); });
+  if (!st) return ToGrpc(Status(Code::kUnavailable, "the daemon is stopping"));
+  return ToGrpc(*st);
+}
+
+grpc::Status PeerServiceImpl::LookupService(grpc::ServerContext* ctx,
+                                            const v1::PeerLookupServiceRequest* req,
+                                            v1::PeerLookupServiceReply* rep) {
+  MCDMA_PEER_CALLER(host, ctx);
+  (void)host;
+  auto id = engine_.Run([&] { return engine_.LookupForPeer(req->service()); });
+  if (!id) return ToGrpc(Status(Code::kUnavailable, "the daemon is stopping"));
+  if (!id->ok()) return ToGrpc(id->status());
+  rep->set_service_id(id->value());
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerServiceImpl::Heartbeat(grpc::ServerContext* ctx,
+                                        const v1::PeerHeartbeatRequest* req,
+                                        v1::PeerHeartbeatReply* rep) {
+  MCDMA_PEER_CALLER(host, ctx);
+  auto r = links_.OnHeartbeat(host, *req);
+  if (!r.ok()) return ToGrpc(r.status());
+  *rep = std::move(r).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerServiceImpl::Goodbye(grpc::ServerContext* ctx, const v1::PeerGoodbyeRequest* req,
+                                      v1::PeerGoodbyeReply*) {
+  MCDMA_PEER_CALLER(host, ctx);
+  links_.OnGoodbye(host, *req);
+  tickets_.RevokePeer(host);
+  return grpc::Status::OK;
+}
+
+}  // namespace mcdma::daemon
