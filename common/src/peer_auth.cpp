@@ -17,7 +17,7 @@ namespace {
 constexpr char kHexDigits[] = "0123456789abcdef";
 constexpr const char* kMismatchHint =
     " (the hosts' fabric keys differ, or the exchange was altered in transit; compare the key "
-    "fingerprints that 'mcdmactl status' shows on both hosts)";
+    "fingerprints that 'mcdmactl links' shows on both hosts)";
 
 Result<std::string> RandomBytes(size_t n) {
   std::string out(n, '\0');

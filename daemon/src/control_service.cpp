@@ -1,13 +1,12 @@
 #include "control_service.hpp"
 
-#include "peer/link_manager.hpp"
-
 #include <spdlog/spdlog.h>
 
 #include <mutex>
 
 #include "grpc_status.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
+#include "peer/link_manager.hpp"
 
 namespace mcdma::daemon {
 namespace {

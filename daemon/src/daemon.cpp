@@ -17,10 +17,10 @@
 #include "control_service.hpp"
 #include "driver/loop/loop_transport.hpp"
 #include "engine.hpp"
-#include "mcdma_internal/sys.hpp"
-#include "service_notify.hpp"
-#include "peer/peer_plane.hpp"
 #include "mcdma_internal/fabric_key.hpp"
+#include "mcdma_internal/sys.hpp"
+#include "peer/peer_plane.hpp"
+#include "service_notify.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -89,7 +89,8 @@ Status RunDaemon(const Options& options) {
   std::unique_ptr<driver::Device> link_device;
   if (!options.fabric_key.empty()) {
     auto loaded = LoadFabricKey(options.fabric_key);
-    if (!loaded.ok()) return Status(loaded.status().code(), "fabric_key: " + loaded.status().message());
+    if (!loaded.ok())
+      return Status(loaded.status().code(), "fabric_key: " + loaded.status().message());
     key = std::make_shared<const FabricKey>(std::move(loaded).value());
     MCDMA_ASSIGN_OR_RETURN(link_device, CreateLinkDevice(options));
   }

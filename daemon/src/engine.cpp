@@ -61,7 +61,8 @@ void Engine::Stop() {
   }
   for (auto& fn : left) fn();
   CloseAllSessions(Code::kUnavailable);
-  while (!links_.empty()) DropLink(links_.begin()->first, Code::kPeerGone, "the daemon is stopping");
+  while (!links_.empty())
+    DropLink(links_.begin()->first, Code::kPeerGone, "the daemon is stopping");
   transfers_.clear();
   buffers_.clear();
   exports_.clear();

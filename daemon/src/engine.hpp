@@ -16,13 +16,13 @@
 #include <chrono>
 #include <deque>
 #include <functional>
-#include <span>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <queue>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -245,7 +245,7 @@ class Engine {
   std::unique_ptr<driver::Connection> local_peer_;
   std::unique_ptr<driver::Device> link_device_;
   std::map<uint64_t, std::unique_ptr<EngineLink>> links_;
-  std::atomic<bool> link_pending_{false};  // set by the link transport's thread
+  std::atomic<bool> link_pending_{false};        // set by the link transport's thread
   std::map<std::string, LinkStats> link_stats_;  // by peer + "/" + origin; never erased
   std::function<void(uint64_t, const std::string&)> on_link_down_;
   std::unordered_map<uint64_t, PeerService> peer_services_;  // by local service id

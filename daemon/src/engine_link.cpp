@@ -29,11 +29,11 @@ Result<std::unique_ptr<driver::Endpoint>> Engine::CreateLinkEndpoint() {
   return link_device_->CreateEndpoint();
 }
 
-Result<uint64_t> Engine::InstallLink(const LinkSpec& spec, std::unique_ptr<driver::Connection> conn) {
+Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
+                                     std::unique_ptr<driver::Connection> conn) {
   for (auto& [id, l] : links_) {
     if (l->spec.peer == spec.peer && l->spec.origin == spec.origin) {
-      DropLink(id, Code::kLinkDown,
-               "replaced by generation " + std::to_string(spec.generation));
+      DropLink(id, Code::kLinkDown, "replaced by generation " + std::to_string(spec.generation));
       break;
     }
   }
@@ -50,14 +50,14 @@ Result<uint64_t> Engine::InstallLink(const LinkSpec& spec, std::unique_ptr<drive
   MCDMA_ASSIGN_OR_RETURN(l->region,
                          link_device_->Register(l->memory.get(), bytes, driver::kAccessLocal));
   for (uint32_t i = 0; i < l->slots; ++i) {
-    Status st = l->conn->PostRecv(kRecvTag | i, {l->region.get(), uint64_t{i} * l->slot_bytes,
-                                                 l->slot_bytes});
+    Status st = l->conn->PostRecv(kRecvTag | i,
+                                  {l->region.get(), uint64_t{i} * l->slot_bytes, l->slot_bytes});
     if (!st.ok()) return Status(st.code(), "posting link receive slots: " + st.message());
     l->free_send.push_back(l->slots + i);
   }
   uint64_t id = l->id;
-  spdlog::get("engine")->info("link {} to '{}' ({}) up: generation {}, transport {}", id,
-                              spec.peer, spec.origin, spec.generation, l->conn->caps().name);
+  spdlog::get("engine")->info("link {} to '{}' ({}) up: generation {}, transport {}", id, spec.peer,
+                              spec.origin, spec.generation, l->conn->caps().name);
   links_.emplace(id, std::move(l));
   return id;
 }
@@ -177,9 +177,8 @@ bool Engine::PostFragments(EngineLink& l, EngineLink::Outgoing& m,
     h.frag_off = m.sent;
     link_wire::Encode(h, l.slot(slot));
     if (n > 0) std::memcpy(l.slot(slot) + link_wire::kHeaderBytes, payload.data() + m.sent, n);
-    Status st = l.conn->PostSend(
-        kSendTag | slot,
-        {l.region.get(), uint64_t{slot} * l.slot_bytes, link_wire::kHeaderBytes + n});
+    Status st = l.conn->PostSend(kSendTag | slot, {l.region.get(), uint64_t{slot} * l.slot_bytes,
+                                                   link_wire::kHeaderBytes + n});
     if (st.code() == Code::kBusy) return false;
     if (!st.ok()) {
       FailLink(l, st.code(), "posting a send: " + st.message());
@@ -257,8 +256,8 @@ bool Engine::ProgressLinks() {
         auto slot = static_cast<uint32_t>(wc.wr_id & kSlotMask);
         OnFragment(l, slot, wc.byte_len);
         if (l.failed) break;
-        Status st = l.conn->PostRecv(
-            wc.wr_id, {l.region.get(), uint64_t{slot} * l.slot_bytes, l.slot_bytes});
+        Status st = l.conn->PostRecv(wc.wr_id,
+                                     {l.region.get(), uint64_t{slot} * l.slot_bytes, l.slot_bytes});
         if (!st.ok()) FailLink(l, st.code(), "re-posting a receive: " + st.message());
       }
     }
@@ -328,8 +327,8 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
           if (handle.peer && handle.peer->peer == l.spec.peer &&
               handle.peer->export_id == h.target && !handle.peer->revoked) {
             handle.peer->revoked = true;
-            handle.peer->revoked_why = "export '" + handle.peer->name + "' on '" +
-                                       l.spec.peer + "' was unexported, expired or its owner exited";
+            handle.peer->revoked_why = "export '" + handle.peer->name + "' on '" + l.spec.peer +
+                                       "' was unexported, expired or its owner exited";
           }
         }
       }

@@ -38,7 +38,8 @@ Result<Registration> RegisterPieces(driver::Device& device, std::byte* addr, uin
   for (uint64_t off = 0; off < length; off += piece) {
     auto mr = device.Register(addr + off, std::min(piece, length - off), access);
     if (!mr.ok())
-      return Status(mr.status().code(), "registering with " + caps.name + ": " + mr.status().message());
+      return Status(mr.status().code(),
+                    "registering with " + caps.name + ": " + mr.status().message());
     reg.pieces.push_back(std::move(mr).value());
   }
   return reg;
@@ -100,8 +101,7 @@ void Engine::HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way,
   if (!silent) {
     uint64_t call_id = next_id_++;
     h.id = call_id;
-    calls_.emplace(call_id,
-                   PendingCall{s.id(), d.tag, 0, d.target, deadline, l->id, one_way});
+    calls_.emplace(call_id, PendingCall{s.id(), d.tag, 0, d.target, deadline, l->id, one_way});
     call_deadlines_.emplace(deadline, call_id);
     ++s.inflight;
   } else {
@@ -126,9 +126,9 @@ void Engine::OnReply(EngineLink& l, const link_wire::Header& h,
   auto op = call.one_way ? shm::Op::kNotify : shm::Op::kCall;
   if (code != Code::kOk) ++l.stats->ops_failed;
   if (payload.size() > caller->geometry().daemon_arena_bytes) {
-    Complete(*caller, op, call.caller_tag, Code::kNoMemory,
-             "reply of " + std::to_string(payload.size()) +
-                 " bytes is larger than the caller's arena");
+    Complete(
+        *caller, op, call.caller_tag, Code::kNoMemory,
+        "reply of " + std::to_string(payload.size()) + " bytes is larger than the caller's arena");
     return;
   }
   if (call.one_way) {
@@ -187,7 +187,8 @@ void Engine::OnIncomingCall(EngineLink& l, const link_wire::Header& h,
 Result<uint64_t> Engine::LookupForPeer(const std::string& service) const {
   auto it = service_names_.find(service);
   if (it == service_names_.end())
-    return Status(Code::kNotFound, "no service '" + service + "' on host '" + options_.host_id + "'");
+    return Status(Code::kNotFound,
+                  "no service '" + service + "' on host '" + options_.host_id + "'");
   return it->second;
 }
 
@@ -206,9 +207,9 @@ Status Engine::ResolveForPeer(const std::string& peer_host, const std::string& n
   if (e.peer_access.empty()) {
     uint32_t access = (e.allow_read ? driver::kAccessRemoteRead : 0) |
                       (e.allow_write ? driver::kAccessRemoteWrite : 0);
-    MCDMA_ASSIGN_OR_RETURN(e.peer_access,
-                           RegisterPieces(*link_device_, e.buffer->segment.data() + e.offset,
-                                          e.length, access));
+    MCDMA_ASSIGN_OR_RETURN(
+        e.peer_access,
+        RegisterPieces(*link_device_, e.buffer->segment.data() + e.offset, e.length, access));
   }
   e.resolved_by.insert(peer_host);
   out->set_export_id(e.id);

@@ -100,8 +100,8 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
   if (d.remote_offset > target->length || d.length > target->length - d.remote_offset) {
     Reject(s, d, Code::kOutOfRange,
            "remote range [" + std::to_string(d.remote_offset) + ", +" + std::to_string(d.length) +
-               ") runs past the end of export '" + target->name + "' on '" + target->peer +
-               "' (" + std::to_string(target->length) + " bytes)");
+               ") runs past the end of export '" + target->name + "' on '" + target->peer + "' (" +
+               std::to_string(target->length) + " bytes)");
     return;
   }
   EngineLink* l = LinkTo(target->peer);
@@ -116,8 +116,9 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
     return;
   }
   if (buf->link.empty()) {
-    Decline(s, d, Code::kUnavailable, "buffer " + std::to_string(buf->id) +
-                                          " was allocated before peering started; allocate anew");
+    Decline(s, d, Code::kUnavailable,
+            "buffer " + std::to_string(buf->id) +
+                " was allocated before peering started; allocate anew");
     return;
   }
   TransferOp op;
@@ -153,8 +154,8 @@ bool Engine::PostTransferPieces(TransferOp& op) {
   const driver::Caps& caps = conn->caps();
   const Registration& local_reg = op.link != 0 ? op.local->link : op.local->local;
   bool did = false;
-  while (op.error == Code::kOk && op.posted < op.length &&
-         op.outstanding < kPiecesInFlightPerOp && conn->outstanding() < caps.max_outstanding) {
+  while (op.error == Code::kOk && op.posted < op.length && op.outstanding < kPiecesInFlightPerOp &&
+         conn->outstanding() < caps.max_outstanding) {
     uint64_t local_off = op.local_offset + op.posted;
     uint64_t n = std::min({op.length - op.posted, options_.transfer_chunk_bytes,
                            op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,
@@ -216,8 +217,9 @@ bool Engine::ProgressTransfers() {
     bool revoked = op.peer ? op.peer->revoked : op.target->revoked;
     if (op.error == Code::kOk && revoked) {
       op.error = Code::kRevoked;
-      op.error_detail = op.peer ? op.peer->revoked_why
-                                : "export '" + op.target->name + "' was revoked during the transfer";
+      op.error_detail = op.peer
+                            ? op.peer->revoked_why
+                            : "export '" + op.target->name + "' was revoked during the transfer";
     }
     did |= PostTransferPieces(op);
   }

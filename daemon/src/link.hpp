@@ -35,8 +35,8 @@ struct LinkStats {
 
 // What the link manager hands the engine with a connected Connection.
 struct LinkSpec {
-  std::string peer;           // the peer's host id
-  std::string origin;         // "out" (this host dialed) or "in"
+  std::string peer;    // the peer's host id
+  std::string origin;  // "out" (this host dialed) or "in"
   uint64_t generation = 0;
   std::string peer_instance;  // the peer daemon's instance id
 };

@@ -23,12 +23,12 @@ inline constexpr size_t kHeaderBytes = 40;
 inline constexpr uint32_t kMaxMessageBytes = 256u << 20;
 
 enum class MsgType : uint8_t {
-  kCall = 1,        // id: caller's call id; target: callee's service id
-  kNotify = 2,      // id: caller's op id (acknowledged by a kReply); target: service id
-  kReply = 3,       // id: the call/notify id; status: result code; payload: reply or message
-  kRevoke = 4,      // target: an export id the sender revoked
-  kEcho = 5,        // id: sequence; payload echoed back in a kEchoReply
-  kEchoReply = 6,   // id: the kEcho's sequence; payload: the kEcho's
+  kCall = 1,       // id: caller's call id; target: callee's service id
+  kNotify = 2,     // id: caller's op id (acknowledged by a kReply); target: service id
+  kReply = 3,      // id: the call/notify id; status: result code; payload: reply or message
+  kRevoke = 4,     // target: an export id the sender revoked
+  kEcho = 5,       // id: sequence; payload echoed back in a kEchoReply
+  kEchoReply = 6,  // id: the kEcho's sequence; payload: the kEcho's
   kMaxType = 6,
 };
 
@@ -37,9 +37,9 @@ struct Header {
   uint32_t magic = kMagic;
   uint8_t version = kVersion;
   MsgType type = MsgType::kCall;
-  uint16_t status = 0;      // kReply: a mcdma::Code
-  uint32_t total_len = 0;   // payload bytes of the whole message
-  uint32_t frag_off = 0;    // where this fragment's payload starts in the message
+  uint16_t status = 0;     // kReply: a mcdma::Code
+  uint32_t total_len = 0;  // payload bytes of the whole message
+  uint32_t frag_off = 0;   // where this fragment's payload starts in the message
   uint64_t id = 0;
   uint64_t target = 0;
   uint32_t timeout_us = 0;  // kCall/kNotify: time left before the caller's deadline

@@ -106,11 +106,10 @@ int Main(int argc, char** argv) {
   if (check_only) {
     std::printf("configuration OK: socket %s, host id '%s', peers: %s\n", options.socket.c_str(),
                 options.host_id.c_str(),
-                options.fabric_key.empty()
-                    ? "off (no fabric_key)"
-                    : (std::to_string(options.peers.size()) + " configured, listening on " +
-                       options.listen)
-                          .c_str());
+                options.fabric_key.empty() ? "off (no fabric_key)"
+                                           : (std::to_string(options.peers.size()) +
+                                              " configured, listening on " + options.listen)
+                                                 .c_str());
     return 0;
   }
 

@@ -134,8 +134,7 @@ Status ValidatePeering(Options& o) {
   if (o.link_timeout_ms < 2 * o.heartbeat_ms)
     return Status(Code::kInvalid, "link.timeout_ms: must be at least twice heartbeat_ms");
   if (o.reconnect_min_ms == 0 || o.reconnect_max_ms < o.reconnect_min_ms)
-    return Status(Code::kInvalid,
-                  "link.reconnect_min_ms/reconnect_max_ms: need 0 < min <= max");
+    return Status(Code::kInvalid, "link.reconnect_min_ms/reconnect_max_ms: need 0 < min <= max");
   if (o.link_recv_slots < 4 || o.link_recv_slots > 4096)
     return Status(Code::kInvalid, "link.recv_slots: must be in [4, 4096]");
   if (o.link_slot_bytes < 4096 || o.link_slot_bytes > (16u << 20))
@@ -143,7 +142,8 @@ Status ValidatePeering(Options& o) {
   if (o.tls_cert.empty() != o.tls_key.empty())
     return Status(Code::kInvalid, "tls.cert and tls.key: give both or neither");
   if (!o.tls_cert.empty() && o.tls_ca.empty())
-    return Status(Code::kInvalid, "tls.ca: required with tls.cert (peers' certificates are verified)");
+    return Status(Code::kInvalid,
+                  "tls.ca: required with tls.cert (peers' certificates are verified)");
   if (!o.peers.empty() && o.fabric_key.empty())
     return Status(Code::kInvalid, "fabric_key: required when peers are configured");
   std::set<std::string> names;
@@ -235,8 +235,8 @@ Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& text,
     return Status(Code::kInvalid, "bad host in '" + text + "'");
   uint16_t value = default_port;
   if (!port.empty() || text.back() == ':') {
-    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoul(port) > 65535)
+    if (port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535)
       return Status(Code::kInvalid, "bad port in '" + text + "'");
     value = static_cast<uint16_t>(std::stoul(port));
   }

@@ -65,11 +65,11 @@ struct Options {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_ca;
-  uint32_t heartbeat_ms = 500;         // heartbeat interval per link
-  uint32_t link_timeout_ms = 3000;     // silence that takes a link down
-  uint32_t reconnect_min_ms = 100;     // first reconnect delay, doubling
-  uint32_t reconnect_max_ms = 5000;    // longest reconnect delay
-  uint32_t link_recv_slots = 64;       // receive slots per link
+  uint32_t heartbeat_ms = 500;           // heartbeat interval per link
+  uint32_t link_timeout_ms = 3000;       // silence that takes a link down
+  uint32_t reconnect_min_ms = 100;       // first reconnect delay, doubling
+  uint32_t reconnect_max_ms = 5000;      // longest reconnect delay
+  uint32_t link_recv_slots = 64;         // receive slots per link
   uint32_t link_slot_bytes = 256 << 10;  // bytes per receive slot (message fragment)
   std::vector<PeerConfig> peers;
 };

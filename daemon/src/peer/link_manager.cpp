@@ -177,8 +177,8 @@ Status LinkManager::ConnectOnce(Entry* e) {
   }
   MCDMA_ASSIGN_OR_RETURN(v1::PeerHelloReply hello, ch->Hello(HelloRequest(), rpc_timeout_));
   if (hello.host_id() != name) {
-    return Status(Code::kInvalid, "the daemon at " + e->config.address + " is '" +
-                                      hello.host_id() + "', not '" + name + "'");
+    return Status(Code::kInvalid, "the daemon at " + e->config.address + " is '" + hello.host_id() +
+                                      "', not '" + name + "'");
   }
   bool peer_tcp = false;
   for (const auto& t : hello.transports()) peer_tcp |= t.name() == "tcp";
@@ -218,8 +218,8 @@ Status LinkManager::ConnectOnce(Entry* e) {
                          driver::tcp::RebaseEndpointInfo(crep.endpoint_info(), host));
   auto conn = endpoint->Connect(remote);
   if (!conn.ok()) {
-    return Status(conn.status().code(), "data connection to '" + name + "' (" + remote +
-                                            "): " + conn.status().message());
+    return Status(conn.status().code(),
+                  "data connection to '" + name + "' (" + remote + "): " + conn.status().message());
   }
   LinkSpec spec{name, "out", generation, hello.instance_id()};
   auto installed = engine_.Run([&] { return engine_.InstallLink(spec, std::move(conn).value()); });

@@ -13,7 +13,8 @@ namespace mcdma::daemon {
 namespace {
 uint64_t LoadLe(const std::string& s, size_t off, size_t n) {
   uint64_t v = 0;
-  for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(s[off + i])) << (8 * i);
+  for (size_t i = 0; i < n; ++i)
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(s[off + i])) << (8 * i);
   return v;
 }
 }  // namespace
@@ -94,16 +95,16 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
   uint64_t expected = 0;
   for (const auto& p : rep.pieces()) {
     if (p.offset() != expected || p.length() == 0 || p.access().size() != 12) {
-      return Status(Code::kInternal, "peer '" + peer + "' described export '" + name +
-                                         "' with malformed pieces");
+      return Status(Code::kInternal,
+                    "peer '" + peer + "' described export '" + name + "' with malformed pieces");
     }
     pe.pieces.push_back({p.offset(), p.length(), LoadLe(p.access(), 4, 8),
                          static_cast<uint32_t>(LoadLe(p.access(), 0, 4))});
     expected += p.length();
   }
   if (expected != pe.length || pe.pieces.empty()) {
-    return Status(Code::kInternal,
-                  "peer '" + peer + "' described export '" + name + "' with pieces not covering it");
+    return Status(Code::kInternal, "peer '" + peer + "' described export '" + name +
+                                       "' with pieces not covering it");
   }
   if (rep.expires_in_ms() != 0) {
     pe.expires = Clock::now() + std::chrono::milliseconds(rep.expires_in_ms());
@@ -175,6 +176,7 @@ void LinkManager::Fill(v1::LinksReply* out) {
   out->set_host_id(options_.host_id);
   out->set_peering(true);
   out->set_listen(options_.listen);
+  out->set_fabric_key_fingerprint(key_->Fingerprint());
   auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mu_);
   for (auto* table : {&out_, &in_}) {

@@ -155,8 +155,8 @@ Result<v1::PeerHeartbeatReply> LinkManager::OnHeartbeat(const std::string& host,
 }
 
 void LinkManager::OnGoodbye(const std::string& host, const v1::PeerGoodbyeRequest& req) {
-  std::string why = "peer '" + host + "' said goodbye (" +
-                    v1::PeerGoodbyeReason_Name(req.reason()) + ")";
+  std::string why =
+      "peer '" + host + "' said goodbye (" + v1::PeerGoodbyeReason_Name(req.reason()) + ")";
   if (!req.detail().empty()) why += ": " + req.detail().substr(0, 256);
   spdlog::get("peer")->info("{}", why);
   {

@@ -93,8 +93,8 @@ Status PeerChannel::Authenticate(Millis timeout) {
   auto proof = initiator.OnChallenge(ch);
   if (!proof.ok()) {
     ctx.TryCancel();
-    return Status(proof.status().code(), "peer '" + name + "' at " + target_ + ": " +
-                                             proof.status().message());
+    return Status(proof.status().code(),
+                  "peer '" + name + "' at " + target_ + ": " + proof.status().message());
   }
   v1::AuthRequest msg;
   msg.mutable_proof()->set_proof(proof->proof);
@@ -138,7 +138,7 @@ Result<Rep> PeerChannel::CallWithTicket(const Req& req, Millis timeout, Fn fn) {
 
 Result<v1::PeerHelloReply> PeerChannel::Hello(const v1::PeerHelloRequest& req, Millis timeout) {
   return CallWithTicket<v1::PeerHelloRequest, v1::PeerHelloReply>(req, timeout,
-                                                                   &v1::Peer::Stub::Hello);
+                                                                  &v1::Peer::Stub::Hello);
 }
 Result<v1::PeerConnectReply> PeerChannel::Connect(const v1::PeerConnectRequest& req,
                                                   Millis timeout) {

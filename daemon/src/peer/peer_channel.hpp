@@ -62,7 +62,7 @@ class PeerChannel {
   std::unique_ptr<v1::Peer::Stub> stub_;
 
   std::mutex mu_;
-  std::string ticket_;  // guarded by mu_
+  std::string ticket_;                                  // guarded by mu_
   std::chrono::steady_clock::time_point ticket_renew_;  // guarded by mu_
 };
 

@@ -38,9 +38,8 @@ Result<std::unique_ptr<driver::Device>> CreateLinkDevice(const Options& options)
   tcp.connect_timeout = std::chrono::milliseconds(options.link_timeout_ms);
   auto device = driver::tcp::CreateTcpDevice(tcp);
   if (!device.ok()) {
-    return Status(device.status().code(),
-                  "data_listen " + JoinHostPort(data.first, data.second) + ": " +
-                      device.status().message());
+    return Status(device.status().code(), "data_listen " + JoinHostPort(data.first, data.second) +
+                                              ": " + device.status().message());
   }
   return device;
 }
@@ -89,8 +88,7 @@ Result<std::unique_ptr<PeerPlane>> PeerPlane::Start(const Options& options, Engi
   plane_ptr->listen_ = JoinHostPort(listen.first, static_cast<uint32_t>(bound_port));
   plane_ptr->links_->Start();
   spdlog::get("peer")->info("peer service on {} ({}), fabric key {}", plane_ptr->listen_,
-                            options.tls_cert.empty() ? "plaintext" : "TLS",
-                            key->Fingerprint());
+                            options.tls_cert.empty() ? "plaintext" : "TLS", key->Fingerprint());
   return plane;
 }
 

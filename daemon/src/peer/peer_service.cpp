@@ -36,8 +36,8 @@ Result<std::string> PeerServiceImpl::Caller(grpc::ServerContext* ctx) {
   return host;
 }
 
-#define MCDMA_PEER_CALLER(var, ctx)                                    \
-  auto var##_result = Caller(ctx);                                     \
+#define MCDMA_PEER_CALLER(var, ctx)                                                \
+  auto var##_result = Caller(ctx);                                                 \
   if (!var##_result.ok()) return Unauthenticated(var##_result.status().message()); \
   const std::string& var = *var##_result
 
@@ -72,9 +72,10 @@ grpc::Status PeerServiceImpl::Authenticate(
   if (!stream->Write(resp)) return grpc::Status(grpc::StatusCode::CANCELLED, "peer went away");
   if (!stream->Read(&req)) {
     ++refused_;
-    log->warn("authentication from '{}' ({}): the initiator gave up after the challenge "
-              "(it could not verify our proof: different fabric key?)",
-              hello.host_id, ctx->peer());
+    log->warn(
+        "authentication from '{}' ({}): the initiator gave up after the challenge "
+        "(it could not verify our proof: different fabric key?)",
+        hello.host_id, ctx->peer());
     return grpc::Status(grpc::StatusCode::CANCELLED, "initiator gave up");
   }
   if (!req.has_proof()) return Malformed("authentication: expected proof");
