@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <optional>
+#include <string_view>
 #include <utility>
 
 namespace mcdma::tools {
@@ -26,6 +28,17 @@ Code FromGrpc(grpc::StatusCode code) {
   }
 }
 
+// The daemon's own errors read "CODE_NAME: message"; gRPC's transport errors
+// never start with one of mcdma's code names.
+std::optional<Status> DaemonError(const std::string& message) {
+  const size_t colon = message.find(": ");
+  if (colon == std::string::npos) return std::nullopt;
+  const std::string_view name(message.data(), colon);
+  const Code code = CodeFromName(name);
+  if (code == Code::kOk || (code == Code::kInternal && name != "INTERNAL")) return std::nullopt;
+  return Status(code, message.substr(colon + 2));
+}
+
 }  // namespace
 
 AdminClient::AdminClient(std::string socket_path, std::chrono::milliseconds timeout)
@@ -36,35 +49,63 @@ AdminClient::AdminClient(std::string socket_path, std::chrono::milliseconds time
       channel_(grpc::CreateChannel("unix:" + socket_path_, grpc::InsecureChannelCredentials())),
       stub_(v1::Admin::NewStub(channel_)) {}
 
-template <typename Request, typename Reply, typename Method>
-Result<Reply> AdminClient::Invoke(Method method) {
+template <typename Reply, typename Request, typename Method>
+Result<Reply> AdminClient::Invoke(Method method, const Request& request) {
+  last_error_from_daemon_ = false;
   grpc::ClientContext context;
   // No wait_for_ready: a missing or refusing socket must fail at once with
   // UNAVAILABLE rather than wait out the whole deadline.
   context.set_deadline(std::chrono::system_clock::now() + timeout_);
-  Request request;
   Reply reply;
   grpc::Status status = ((*stub_).*method)(&context, request, &reply);
-  if (!status.ok()) {
-    return Status(FromGrpc(status.error_code()), status.error_message());
+  if (status.ok()) return reply;
+  // An unknown method is gRPC's answer, not the daemon's, whatever its text.
+  if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
+    if (auto refused = DaemonError(status.error_message())) {
+      last_error_from_daemon_ = true;
+      return *std::move(refused);
+    }
   }
-  return reply;
+  return Status(FromGrpc(status.error_code()), status.error_message());
 }
 
 Result<v1::StatusReply> AdminClient::GetStatus() {
-  return Invoke<v1::StatusRequest, v1::StatusReply>(&v1::Admin::Stub::Status);
+  return Invoke<v1::StatusReply>(&v1::Admin::Stub::Status, v1::StatusRequest());
 }
 
 Result<v1::SessionsReply> AdminClient::ListSessions() {
-  return Invoke<v1::SessionsRequest, v1::SessionsReply>(&v1::Admin::Stub::Sessions);
+  return Invoke<v1::SessionsReply>(&v1::Admin::Stub::Sessions, v1::SessionsRequest());
 }
 
 Result<v1::ExportsReply> AdminClient::ListExports() {
-  return Invoke<v1::ExportsRequest, v1::ExportsReply>(&v1::Admin::Stub::Exports);
+  return Invoke<v1::ExportsReply>(&v1::Admin::Stub::Exports, v1::ExportsRequest());
 }
 
 Result<v1::BuffersReply> AdminClient::ListBuffers() {
-  return Invoke<v1::BuffersRequest, v1::BuffersReply>(&v1::Admin::Stub::Buffers);
+  return Invoke<v1::BuffersReply>(&v1::Admin::Stub::Buffers, v1::BuffersRequest());
+}
+
+Result<v1::LinksReply> AdminClient::ListLinks() {
+  return Invoke<v1::LinksReply>(&v1::Admin::Stub::Links, v1::LinksRequest());
+}
+
+Result<v1::LinkAddReply> AdminClient::AddLink(const std::string& peer, const std::string& address,
+                                              const std::string& transport) {
+  v1::LinkAddRequest request;
+  request.set_peer(peer);
+  request.set_address(address);
+  request.set_transport(transport);
+  return Invoke<v1::LinkAddReply>(&v1::Admin::Stub::LinkAdd, request);
+}
+
+Result<v1::LinkRemoveReply> AdminClient::RemoveLink(const std::string& peer) {
+  v1::LinkRemoveRequest request;
+  request.set_peer(peer);
+  return Invoke<v1::LinkRemoveReply>(&v1::Admin::Stub::LinkRemove, request);
+}
+
+Result<v1::LinkTestReply> AdminClient::TestLink(const v1::LinkTestRequest& request) {
+  return Invoke<v1::LinkTestReply>(&v1::Admin::Stub::LinkTest, request);
 }
 
 }  // namespace mcdma::tools

@@ -5,11 +5,13 @@
 // fails: gRPC connects lazily, so an unreachable daemon shows up as the
 // Result of the first request.
 //
-// Failure: nothing throws. A request that gRPC could not deliver (no socket,
+// Failure: nothing throws. An error the daemon answered with carries its
+// "CODE_NAME: message" (daemon/src/grpc_status.hpp): the Status gets that
+// code and message back and last_error_from_daemon() is true. Otherwise the
+// message is gRPC's own text: a request gRPC could not deliver (no socket,
 // permission denied, connection refused) is Code::kUnavailable; one that ran
-// past the deadline is kTimeout; a request the daemon rejected keeps the
-// daemon's message and maps to kInternal (or kInvalid for an unimplemented
-// method, i.e. a daemon older than this tool). The message is gRPC's own text.
+// past the deadline is kTimeout; an unimplemented method (a daemon older than
+// this tool) is kInvalid; anything else is kInternal.
 #pragma once
 
 #include <chrono>
@@ -33,18 +35,29 @@ class AdminClient {
   Result<v1::SessionsReply> ListSessions();
   Result<v1::ExportsReply> ListExports();
   Result<v1::BuffersReply> ListBuffers();
+  Result<v1::LinksReply> ListLinks();
+  // `transport` is "auto", "tcp" or "verbs"; the daemon validates all three.
+  Result<v1::LinkAddReply> AddLink(const std::string& peer, const std::string& address,
+                                   const std::string& transport);
+  Result<v1::LinkRemoveReply> RemoveLink(const std::string& peer);
+  Result<v1::LinkTestReply> TestLink(const v1::LinkTestRequest& request);
+
+  // Whether the last request that failed was refused by the daemon itself
+  // (true) rather than lost on the way (false). Reset by every request.
+  bool last_error_from_daemon() const { return last_error_from_daemon_; }
 
  private:
   // Runs one unary Admin request under the per-request deadline and turns a
   // gRPC failure into a Status.
-  template <typename Request, typename Reply, typename Method>
-  Result<Reply> Invoke(Method method);
+  template <typename Reply, typename Request, typename Method>
+  Result<Reply> Invoke(Method method, const Request& request);
 
   std::string socket_path_;
   std::chrono::milliseconds timeout_;
   // Declared after the channel it was made from, so it is destroyed first.
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Admin::Stub> stub_;
+  bool last_error_from_daemon_ = false;
 };
 
 }  // namespace mcdma::tools

@@ -2,11 +2,12 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <functional>
 #include <string>
 
 #include "admin_client.hpp"
+#include "command.hpp"
 #include "fabric_key_cmd.hpp"
+#include "links_cmd.hpp"
 #include "mcdma/client.hpp"
 #include "render.hpp"
 
@@ -26,63 +27,6 @@ struct CtlOptions {
   // Emit the reply as JSON (see render.hpp) instead of a text table.
   bool json = false;
 };
-
-// Where a command writes; shared by every subcommand's action.
-struct Streams {
-  std::ostream& out;
-  std::ostream& err;
-};
-
-// One subcommand = one Admin request plus how to print its reply. The request
-// runs only after parsing succeeded, so usage errors never touch the socket.
-using Action = std::function<int(AdminClient&, OutputFormat, Streams)>;
-
-template <typename Reply>
-using Renderer = Status (*)(const Reply&, OutputFormat, std::ostream&);
-
-void ReportFailure(const char* command, const AdminClient& client, const Status& status,
-                   std::ostream& err) {
-  switch (status.code()) {
-    case Code::kUnavailable:
-      // The one message scripts and people grep for: keep its wording.
-      err << "mcdmactl: cannot reach mcdma-rpcd at " << client.socket_path() << ": "
-          << status.message() << '\n';
-      break;
-    case Code::kTimeout:
-      err << "mcdmactl: " << command << ": mcdma-rpcd at " << client.socket_path()
-          << " did not answer in time: " << status.message() << '\n';
-      break;
-    case Code::kInvalid:
-      err << "mcdmactl: " << command << ": not supported by this mcdma-rpcd: " << status.message()
-          << '\n';
-      break;
-    default:
-      err << "mcdmactl: " << command << " failed: " << status.ToString() << '\n';
-      break;
-  }
-}
-
-template <typename Reply>
-int Report(const char* command, const AdminClient& client, const Result<Reply>& result,
-           Renderer<Reply> render, OutputFormat format, Streams io) {
-  if (!result.ok()) {
-    ReportFailure(command, client, result.status(), io.err);
-    return kExitFailure;
-  }
-  Status rendered = render(result.value(), format, io.out);
-  io.out.flush();
-  if (!rendered.ok()) {
-    io.err << "mcdmactl: " << command << ": " << rendered.ToString() << '\n';
-    return kExitFailure;
-  }
-  if (!io.out) {
-    // Output went nowhere (closed pipe, full disk): a script must not take
-    // the command for a success.
-    io.err << "mcdmactl: " << command << ": cannot write output\n";
-    return kExitFailure;
-  }
-  return kExitOk;
-}
 
 // Adds a subcommand with its --json flag; `action` becomes `chosen` if the
 // subcommand is on the command line.
@@ -111,6 +55,7 @@ void AddCommands(CLI::App& app, CtlOptions& options, Action& chosen) {
              [](AdminClient& c, OutputFormat f, Streams io) {
                return Report("buffers", c, c.ListBuffers(), &RenderBuffers, f, io);
              });
+  AddLinkCommands(app, options.json, chosen);
 }
 
 }  // namespace
@@ -120,8 +65,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   options.socket = DefaultClientSocketPath();
 
   CLI::App app{
-      "mcdmactl: inspect the host's mcdma-rpcd (status, sessions, exports, buffers) and manage "
-      "its fabric key",
+      "mcdmactl: inspect the host's mcdma-rpcd (status, sessions, exports, buffers), manage its "
+      "links to peer hosts and its fabric key",
       "mcdmactl"};
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("mcdmactl ") + MCDMA_VERSION);

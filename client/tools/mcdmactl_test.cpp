@@ -19,6 +19,7 @@
 #include "cli.hpp"
 #include "mcdma/v1/admin.grpc.pb.h"
 #include "mcdma_internal/fabric_key.hpp"
+#include "mcdmactl_test_support.hpp"
 #include "render.hpp"
 #include "table.hpp"
 
@@ -26,6 +27,8 @@ namespace mcdma::tools {
 namespace {
 
 namespace v1 = mcdma::v1;
+using test_support::Ctl;
+using test_support::Outcome;
 
 // Canned replies; `slow` makes Status outlast a short client deadline and
 // `fail_exports` makes Exports fail the way a buggy daemon would.
@@ -82,22 +85,6 @@ class FakeAdmin final : public v1::Admin::Service {
   }
 };
 
-struct Outcome {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Outcome Ctl(std::vector<std::string> args) {
-  args.insert(args.begin(), "mcdmactl");
-  std::vector<const char*> argv;
-  argv.reserve(args.size());
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  int code = RunCli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
-
 class McdmactlTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -129,7 +116,8 @@ TEST(Mcdmactl, HelpShowsEveryDefaultAndExitsZero) {
   EXPECT_EQ(r.code, kExitOk);
   EXPECT_NE(r.out.find("--socket PATH=/run/test/rpcd.sock"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--timeout MS=5000"), std::string::npos) << r.out;
-  for (const char* sub : {"status", "sessions", "exports", "buffers", "fabric-key"}) {
+  for (const char* sub :
+       {"status", "sessions", "exports", "buffers", "links", "link", "fabric-key"}) {
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
   }
   EXPECT_EQ(r.err, "");

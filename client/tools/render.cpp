@@ -13,20 +13,6 @@
 namespace mcdma::tools {
 namespace {
 
-Status WriteJson(const google::protobuf::Message& message, std::ostream& out) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = false;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
-  if (!status.ok()) {
-    return Status(Code::kInternal, "JSON encoding failed: " + std::string(status.message()));
-  }
-  out << json << '\n';
-  return Status::Ok();
-}
-
 std::string Num(uint64_t value) { return std::to_string(value); }
 std::string YesNo(bool value) { return value ? "yes" : "no"; }
 
@@ -91,6 +77,26 @@ void PrintTransports(const v1::StatusReply& reply, std::ostream& out) {
 }
 
 }  // namespace
+
+Result<std::string> ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = false;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    return Status(Code::kInternal, "JSON encoding failed: " + std::string(status.message()));
+  }
+  return json;
+}
+
+Status WriteJson(const google::protobuf::Message& message, std::ostream& out) {
+  auto json = ToJson(message);
+  if (!json.ok()) return json.status();
+  out << *json << '\n';
+  return Status::Ok();
+}
 
 std::string FormatBytes(uint64_t bytes) {
   static constexpr std::array<const char*, 6> kUnits = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

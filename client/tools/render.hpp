@@ -27,6 +27,11 @@ Status RenderSessions(const v1::SessionsReply& reply, OutputFormat format, std::
 Status RenderExports(const v1::ExportsReply& reply, OutputFormat format, std::ostream& out);
 Status RenderBuffers(const v1::BuffersReply& reply, OutputFormat format, std::ostream& out);
 
+// `message` in the JSON form described above, without a newline; WriteJson
+// prints it as one line.
+Result<std::string> ToJson(const google::protobuf::Message& message);
+Status WriteJson(const google::protobuf::Message& message, std::ostream& out);
+
 // Text helpers, exposed for tests. FormatBytes picks a binary unit
 // ("512 B", "4.0 KiB", "16.0 GiB"); FormatMiB always uses MiB ("12.0 MiB");
 // FormatDuration gives "4.2s" under a minute, else "3m 05s" ... "1d 02h 03m 04s".

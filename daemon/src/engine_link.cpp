@@ -248,8 +248,11 @@ bool Engine::ProgressLinks() {
         OnTransferCompletion(wc, /*over_link=*/true);
         if (wc.code == Code::kLinkDown) FailLink(l, wc.code, wc.detail);
       } else if (wc.code != Code::kOk) {
-        FailLink(l, wc.code == Code::kOk ? Code::kLinkDown : wc.code,
-                 wc.detail.empty() ? std::string("transport error") : wc.detail);
+        // Whatever the transport saw, the link is unusable: its operations
+        // end LINK_DOWN, with what happened in the message.
+        FailLink(l, Code::kLinkDown,
+                 std::string(CodeName(wc.code)) + ": " +
+                     (wc.detail.empty() ? std::string("transport error") : wc.detail));
       } else if (wc.op == driver::WorkOp::kSend) {
         l.free_send.push_back(static_cast<uint32_t>(wc.wr_id & kSlotMask));
       } else {

@@ -101,7 +101,8 @@ void Engine::HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way,
   if (!silent) {
     uint64_t call_id = next_id_++;
     h.id = call_id;
-    calls_.emplace(call_id, PendingCall{s.id(), d.tag, 0, d.target, deadline, l->id, one_way});
+    calls_.emplace(
+        call_id, PendingCall{s.id(), d.tag, 0, d.target, deadline, l->id, one_way, d.payload_len});
     call_deadlines_.emplace(deadline, call_id);
     ++s.inflight;
   } else {
@@ -132,7 +133,8 @@ void Engine::OnReply(EngineLink& l, const link_wire::Header& h,
     return;
   }
   if (call.one_way) {
-    Complete(*caller, op, call.caller_tag, code, AsText(payload), 0);
+    Complete(*caller, op, call.caller_tag, code, AsText(payload),
+             code == Code::kOk ? call.bytes : 0);
     return;
   }
   Complete(*caller, op, call.caller_tag, code, AsText(payload),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "daemon.hpp"
+#include "mcdma_internal/fabric_key.hpp"
 #include "options.hpp"
 
 namespace {
@@ -103,6 +104,13 @@ int Main(int argc, char** argv) {
     return 2;
   }
 
+  if (check_only && !options.fabric_key.empty()) {
+    auto key = mcdma::LoadFabricKey(options.fabric_key);
+    if (!key.ok()) {
+      std::fprintf(stderr, "mcdma-rpcd: fabric_key: %s\n", key.status().message().c_str());
+      return 2;
+    }
+  }
   if (check_only) {
     std::printf("configuration OK: socket %s, host id '%s', peers: %s\n", options.socket.c_str(),
                 options.host_id.c_str(),

@@ -83,11 +83,12 @@ Status LoadPeers(const toml::node& node, std::vector<PeerConfig>& peers) {
                                              {"address", Str(peer.address)},
                                              {"transport", Str(peer.transport)}};
     for (const auto& [k, v] : *t) {
-      std::string key(k.str());
-      auto it = setters.find(key);
-      if (it == setters.end())
-        return Status(Code::kInvalid, where + "." + key + ": unknown configuration key");
-      MCDMA_RETURN_IF_ERROR(it->second(v, where + "." + key));
+      std::string key = where;
+      key += ".";
+      key += k.str();
+      auto it = setters.find(std::string(k.str()));
+      if (it == setters.end()) return Status(Code::kInvalid, key + ": unknown configuration key");
+      MCDMA_RETURN_IF_ERROR(it->second(v, key));
     }
     peers.push_back(std::move(peer));
   }

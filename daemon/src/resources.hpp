@@ -147,6 +147,7 @@ struct PendingCall {
   Clock::time_point deadline;
   uint64_t link = 0;     // engine link id; 0 for a local call
   bool one_way = false;  // an outgoing NOTIFY awaiting the peer's ack
+  uint64_t bytes = 0;    // an outgoing NOTIFY's payload length
 };
 
 // A one-sided transfer in progress, cut into pieces posted on the transport.

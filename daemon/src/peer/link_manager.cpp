@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "driver/tcp/tcp_transport.hpp"
 #include "mcdma_internal/sys.hpp"
 #include "peer/peer_util.hpp"
@@ -51,23 +53,24 @@ void LinkManager::Start() {
 }
 
 void LinkManager::Stop(v1::PeerGoodbyeReason reason) {
-  std::vector<std::shared_ptr<PeerChannel>> goodbyes;
+  std::vector<std::string> linked;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
     stopping_ = true;
-    for (auto& [name, e] : out_) {
-      if (e->state == "up" || !in_.count(name)) {
-        if (auto it = channels_.find(name); it != channels_.end()) goodbyes.push_back(it->second);
-      }
-    }
-    for (auto& [name, e] : in_) {
-      if (e->state == "up" && !out_.count(name)) {
-        if (auto it = channels_.find(name); it != channels_.end()) goodbyes.push_back(it->second);
+    for (auto* table : {&out_, &in_}) {
+      for (auto& [name, e] : *table) {
+        if (e->state == "up" && std::find(linked.begin(), linked.end(), name) == linked.end())
+          linked.push_back(name);
       }
     }
   }
   cv_.notify_all();
+  // Peers that only dialed us are told over a channel to where they listen.
+  std::vector<std::shared_ptr<PeerChannel>> goodbyes;
+  for (const std::string& name : linked) {
+    if (auto ch = ChannelFor(name); ch.ok()) goodbyes.push_back(*ch);
+  }
   v1::PeerGoodbyeRequest bye;
   bye.set_reason(reason);
   bye.set_detail("mcdma-rpcd is stopping");
@@ -81,7 +84,7 @@ void LinkManager::Stop(v1::PeerGoodbyeReason reason) {
     for (auto& e : retired_) {
       if (e->thread.joinable()) threads.push_back(std::move(e->thread));
     }
-    for (auto& t : connectors_) threads.push_back(std::move(t));
+    for (auto& c : connectors_) threads.push_back(std::move(c.thread));
     connectors_.clear();
     if (sweeper_.joinable()) threads.push_back(std::move(sweeper_));
   }
@@ -143,6 +146,9 @@ void LinkManager::DialLoop(Entry* e) {
       if (stopping_ || e->removed) return;
       e->last_error = why;
       SetState(e, "reconnecting");
+      // A peer that said Goodbye is stopping on purpose: no quick retries.
+      if (e->said_goodbye) backoff = max;
+      e->said_goodbye = false;
       log->warn("link to '{}' down: {}", e->config.name, why);
     } else {
       std::lock_guard lock(mu_);
@@ -207,7 +213,13 @@ Status LinkManager::ConnectOnce(Entry* e) {
   if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
   MCDMA_RETURN_IF_ERROR(ep->status());
   std::unique_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
-  uint64_t generation = e->generation + 1;
+  uint64_t generation = 0;
+  {
+    // Every attempt takes a new generation: the peer may have accepted an
+    // attempt whose data connection then failed.
+    std::lock_guard lock(mu_);
+    generation = ++e->generation;
+  }
   v1::PeerConnectRequest creq;
   creq.set_transport("tcp");
   creq.set_endpoint_info(endpoint->LocalInfo());
@@ -226,7 +238,6 @@ Status LinkManager::ConnectOnce(Entry* e) {
   if (!installed) return Status(Code::kUnavailable, "the engine has stopped");
   MCDMA_RETURN_IF_ERROR(installed->status());
   std::lock_guard lock(mu_);
-  e->generation = generation;
   e->link_id = installed->value();
   e->last_heartbeat = std::chrono::steady_clock::now();
   SetState(e, "up");
@@ -351,9 +362,9 @@ void LinkManager::SweepLoop() {
     }
     if (drop.empty()) continue;
     lock.unlock();
-    for (auto& [id, why] : drop) {
-      (void)engine_.Run([&, id = id] {
-        engine_.DropLink(id, Code::kLinkDown, why);
+    for (const auto& d : drop) {
+      (void)engine_.Run([&] {
+        engine_.DropLink(d.first, Code::kLinkDown, d.second);
         return 0;
       });
     }

@@ -55,6 +55,7 @@ class LinkManager {
   const std::string& instance_id() const { return instance_id_; }
   // Before Start: the port peers call back on (the bound one).
   void set_listen_port(uint16_t port) { listen_port_ = port; }
+  void set_listen_address(std::string address) { listen_address_ = std::move(address); }
 
   // ---- Admin ----
   Status Add(const PeerConfig& peer);
@@ -91,6 +92,7 @@ class LinkManager {
     uint64_t generation = 0;
     uint64_t link_id = 0;  // engine link; 0 when none
     bool link_lost = false;
+    bool said_goodbye = false;
     std::string last_error;
     double rtt_us = 0;
     double rtt_avg_us = 0;
@@ -130,6 +132,7 @@ class LinkManager {
   std::shared_ptr<const FabricKey> key_;
   std::shared_ptr<grpc::ChannelCredentials> creds_;
   uint16_t listen_port_;
+  std::string listen_address_;
   const std::string instance_id_;
   const std::chrono::milliseconds rpc_timeout_;
 
@@ -141,7 +144,11 @@ class LinkManager {
   std::vector<std::unique_ptr<Entry>> retired_;        // removed, thread joined at Stop
   std::map<std::string, PeerInfo> peers_;
   std::map<std::string, std::shared_ptr<PeerChannel>> channels_;
-  std::vector<std::thread> connectors_;  // callee-side Endpoint::Connect calls
+  struct Connector {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Connector> connectors_;  // callee-side Endpoint::Connect calls
   std::thread sweeper_;
 };
 

@@ -95,8 +95,9 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
   uint64_t expected = 0;
   for (const auto& p : rep.pieces()) {
     if (p.offset() != expected || p.length() == 0 || p.access().size() != 12) {
-      return Status(Code::kInternal,
-                    "peer '" + peer + "' described export '" + name + "' with malformed pieces");
+      std::string why = "peer '" + peer;
+      why += "' described export '" + name + "' with malformed pieces";
+      return Status(Code::kInternal, why);
     }
     pe.pieces.push_back({p.offset(), p.length(), LoadLe(p.access(), 4, 8),
                          static_cast<uint32_t>(LoadLe(p.access(), 0, 4))});
@@ -175,7 +176,7 @@ void LinkManager::Fill(v1::LinksReply* out) {
   auto snaps = engine_.Run([this] { return engine_.Links(); });
   out->set_host_id(options_.host_id);
   out->set_peering(true);
-  out->set_listen(options_.listen);
+  out->set_listen(listen_address_.empty() ? options_.listen : listen_address_);
   out->set_fabric_key_fingerprint(key_->Fingerprint());
   auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mu_);

@@ -73,8 +73,9 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     }
     e = slot.get();
     if (req.generation() <= e->generation) {
-      return Status(Code::kInvalid, "generation " + std::to_string(req.generation()) +
-                                        " is not above " + std::to_string(e->generation));
+      return Status(Code::kLinkDown, "generation " + std::to_string(req.generation()) +
+                                         " is not above " + std::to_string(e->generation) +
+                                         "; reconnect with a higher one");
     }
   }
   std::string remote_host = source_ip.empty() ? "127.0.0.1" : source_ip;
@@ -99,30 +100,47 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     SetState(e, "connecting");
     // The data connection completes once the caller has our endpoint: on
     // a thread of its own, after this reply is sent.
-    connectors_.emplace_back([this, e, endpoint, remote, host, instance, generation] {
-      auto conn = endpoint->Connect(remote);
-      Status st = conn.status();
-      uint64_t link_id = 0;
-      if (st.ok()) {
-        LinkSpec spec{host, "in", generation, instance};
-        auto r = engine_.Run([&] { return engine_.InstallLink(spec, std::move(conn).value()); });
-        st = !r ? Status(Code::kUnavailable, "the engine has stopped") : r->status();
-        if (st.ok()) link_id = r->value();
-      }
-      std::lock_guard lock(mu_);
-      if (e->generation != generation) return;  // superseded meanwhile
-      if (st.ok()) {
-        if (e->state != "up") ++e->reconnects;
-        e->link_id = link_id;
-        e->last_heartbeat = std::chrono::steady_clock::now();
-        SetState(e, "up");
-        spdlog::get("peer")->info("link from '{}' up (generation {})", host, generation);
+    // Join the connectors that have finished (reconnect storms must not pile up threads).
+    for (auto it = connectors_.begin(); it != connectors_.end();) {
+      if (it->done->load()) {
+        it->thread.join();
+        it = connectors_.erase(it);
       } else {
-        e->last_error = "data connection: " + st.message();
-        SetState(e, "down");
-        spdlog::get("peer")->warn("link from '{}' failed: {}", host, st.ToString());
+        ++it;
       }
-    });
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    connectors_.push_back(
+        {std::thread([this, e, endpoint, remote, host, instance, generation, done] {
+           struct MarkDone {
+             std::atomic<bool>& flag;
+             ~MarkDone() { flag.store(true); }
+           } mark{*done};
+           auto conn = endpoint->Connect(remote);
+           Status st = conn.status();
+           uint64_t link_id = 0;
+           if (st.ok()) {
+             LinkSpec spec{host, "in", generation, instance};
+             auto r =
+                 engine_.Run([&] { return engine_.InstallLink(spec, std::move(conn).value()); });
+             st = !r ? Status(Code::kUnavailable, "the engine has stopped") : r->status();
+             if (st.ok()) link_id = r->value();
+           }
+           std::lock_guard lock(mu_);
+           if (e->generation != generation) return;  // superseded meanwhile
+           if (st.ok()) {
+             if (e->state != "up") ++e->reconnects;
+             e->link_id = link_id;
+             e->last_heartbeat = std::chrono::steady_clock::now();
+             SetState(e, "up");
+             spdlog::get("peer")->info("link from '{}' up (generation {})", host, generation);
+           } else {
+             e->last_error = "data connection: " + st.message();
+             SetState(e, "down");
+             spdlog::get("peer")->warn("link from '{}' failed: {}", host, st.ToString());
+           }
+         }),
+         done});
   }
   if (old_link != 0) {
     (void)engine_.Run([&] {
@@ -168,6 +186,7 @@ void LinkManager::OnGoodbye(const std::string& host, const v1::PeerGoodbyeReques
     }
     if (auto it = out_.find(host); it != out_.end()) {
       it->second->link_lost = true;
+      it->second->said_goodbye = true;
       it->second->last_error = why;
     }
   }

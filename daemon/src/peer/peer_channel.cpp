@@ -28,6 +28,9 @@ Status FromPeerGrpc(const grpc::Status& s, const std::string& peer) {
       return Status(Code::kPermissionDenied, "peer '" + peer + "': " + m);
     case grpc::StatusCode::INVALID_ARGUMENT:
       return Status(Code::kInvalid, "peer '" + peer + "': " + m);
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      // A stale generation or a request out of order: retry from Hello.
+      return Status(Code::kLinkDown, "peer '" + peer + "' refused the step: " + m);
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
     case grpc::StatusCode::CANCELLED:
@@ -41,7 +44,7 @@ Status FromPeerGrpc(const grpc::Status& s, const std::string& peer) {
 
 PeerChannel::PeerChannel(std::string target, std::string expected_peer, std::string own_host_id,
                          std::shared_ptr<const FabricKey> key,
-                         std::shared_ptr<grpc::ChannelCredentials> creds)
+                         const std::shared_ptr<grpc::ChannelCredentials>& creds)
     : target_(std::move(target)),
       expected_peer_(std::move(expected_peer)),
       own_host_id_(std::move(own_host_id)),
@@ -52,7 +55,7 @@ PeerChannel::PeerChannel(std::string target, std::string expected_peer, std::str
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(16 << 20);
-  channel_ = grpc::CreateCustomChannel(target_, std::move(creds), args);
+  channel_ = grpc::CreateCustomChannel(target_, creds, args);
   stub_ = v1::Peer::NewStub(channel_);
 }
 

@@ -30,7 +30,7 @@ class PeerChannel {
   // (empty: any). `creds`: TLS or insecure channel credentials.
   PeerChannel(std::string target, std::string expected_peer, std::string own_host_id,
               std::shared_ptr<const FabricKey> key,
-              std::shared_ptr<grpc::ChannelCredentials> creds);
+              const std::shared_ptr<grpc::ChannelCredentials>& creds);
 
   const std::string& target() const { return target_; }
 

@@ -19,8 +19,6 @@ Result<std::string> ReadPem(const std::string& path, const char* what) {
   return ss.str();
 }
 
-bool IsWildcard(const std::string& host) { return host == "0.0.0.0" || host == "::"; }
-
 }  // namespace
 
 Result<std::unique_ptr<driver::Device>> CreateLinkDevice(const Options& options) {
@@ -45,7 +43,7 @@ Result<std::unique_ptr<driver::Device>> CreateLinkDevice(const Options& options)
 }
 
 Result<std::unique_ptr<PeerPlane>> PeerPlane::Start(const Options& options, Engine& engine,
-                                                    std::shared_ptr<const FabricKey> key) {
+                                                    const std::shared_ptr<const FabricKey>& key) {
   std::unique_ptr<PeerPlane> plane(new PeerPlane());
   std::shared_ptr<grpc::ServerCredentials> server_creds = grpc::InsecureServerCredentials();
   std::shared_ptr<grpc::ChannelCredentials> channel_creds = grpc::InsecureChannelCredentials();
@@ -69,6 +67,8 @@ Result<std::unique_ptr<PeerPlane>> PeerPlane::Start(const Options& options, Engi
   grpc::ServerBuilder builder;
   builder.AddListeningPort(JoinHostPort(listen.first, listen.second), server_creds, &bound_port);
   builder.SetMaxReceiveMessageSize(4 << 20);
+  // Two daemons must not share a port: the second one fails to start.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // The listen port goes to peers in Hello; it must be known before the
   // link manager dials, so the server starts first (its service routes to
   // the link manager, which exists from here on).
@@ -86,6 +86,7 @@ Result<std::unique_ptr<PeerPlane>> PeerPlane::Start(const Options& options, Engi
   // An ephemeral port (0) may have been asked for: tell peers the one we got.
   plane_ptr->links_->set_listen_port(static_cast<uint16_t>(bound_port));
   plane_ptr->listen_ = JoinHostPort(listen.first, static_cast<uint32_t>(bound_port));
+  plane_ptr->links_->set_listen_address(plane_ptr->listen_);
   plane_ptr->links_->Start();
   spdlog::get("peer")->info("peer service on {} ({}), fabric key {}", plane_ptr->listen_,
                             options.tls_cert.empty() ? "plaintext" : "TLS", key->Fingerprint());

@@ -23,7 +23,7 @@ Result<std::unique_ptr<driver::Device>> CreateLinkDevice(const Options& options)
 class PeerPlane {
  public:
   static Result<std::unique_ptr<PeerPlane>> Start(const Options& options, Engine& engine,
-                                                  std::shared_ptr<const FabricKey> key);
+                                                  const std::shared_ptr<const FabricKey>& key);
   ~PeerPlane();
   PeerPlane(const PeerPlane&) = delete;
   PeerPlane& operator=(const PeerPlane&) = delete;

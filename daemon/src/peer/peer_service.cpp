@@ -36,11 +36,6 @@ Result<std::string> PeerServiceImpl::Caller(grpc::ServerContext* ctx) {
   return host;
 }
 
-#define MCDMA_PEER_CALLER(var, ctx)                                                \
-  auto var##_result = Caller(ctx);                                                 \
-  if (!var##_result.ok()) return Unauthenticated(var##_result.status().message()); \
-  const std::string& var = *var##_result
-
 grpc::Status PeerServiceImpl::Authenticate(
     grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::AuthResponse, v1::AuthRequest>* stream) {
   if (authenticating_.fetch_add(1) >= kMaxAuthenticating) {
@@ -100,7 +95,9 @@ grpc::Status PeerServiceImpl::Authenticate(
 
 grpc::Status PeerServiceImpl::Hello(grpc::ServerContext* ctx, const v1::PeerHelloRequest* req,
                                     v1::PeerHelloReply* rep) {
-  MCDMA_PEER_CALLER(host, ctx);
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Unauthenticated(caller.status().message());
+  const std::string& host = *caller;
   if (req->host_id() != host) {
     return Malformed("hello: host id '" + req->host_id() + "' is not the authenticated '" + host +
                      "'");
@@ -118,7 +115,9 @@ grpc::Status PeerServiceImpl::Hello(grpc::ServerContext* ctx, const v1::PeerHell
 
 grpc::Status PeerServiceImpl::Connect(grpc::ServerContext* ctx, const v1::PeerConnectRequest* req,
                                       v1::PeerConnectReply* rep) {
-  MCDMA_PEER_CALLER(host, ctx);
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Unauthenticated(caller.status().message());
+  const std::string& host = *caller;
   if (!req->link().empty()) return Malformed("connect: only the default link \"\" exists");
   if (req->generation() == 0) return Malformed("connect: generation 0");
   auto r = links_.OnConnect(host, *req, IpOfGrpcPeer(ctx->peer()));
@@ -130,7 +129,9 @@ grpc::Status PeerServiceImpl::Connect(grpc::ServerContext* ctx, const v1::PeerCo
 grpc::Status PeerServiceImpl::ResolveExport(grpc::ServerContext* ctx,
                                             const v1::PeerResolveExportRequest* req,
                                             v1::PeerResolveExportReply* rep) {
-  MCDMA_PEER_CALLER(host, ctx);
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Unauthenticated(caller.status().message());
+  const std::string& host = *caller;
   if (req->transport() != "tcp") return Malformed("resolve: unknown transport");
   auto st = engine_.Run([&] { return engine_.ResolveForPeer(host, req->name(), rep); });
   if (!st) return ToGrpc(Status(Code::kUnavailable, "the daemon is stopping"));
@@ -140,7 +141,9 @@ grpc::Status PeerServiceImpl::ResolveExport(grpc::ServerContext* ctx,
 grpc::Status PeerServiceImpl::LookupService(grpc::ServerContext* ctx,
                                             const v1::PeerLookupServiceRequest* req,
                                             v1::PeerLookupServiceReply* rep) {
-  MCDMA_PEER_CALLER(host, ctx);
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Unauthenticated(caller.status().message());
+  const std::string& host = *caller;
   (void)host;
   auto id = engine_.Run([&] { return engine_.LookupForPeer(req->service()); });
   if (!id) return ToGrpc(Status(Code::kUnavailable, "the daemon is stopping"));
@@ -152,7 +155,9 @@ grpc::Status PeerServiceImpl::LookupService(grpc::ServerContext* ctx,
 grpc::Status PeerServiceImpl::Heartbeat(grpc::ServerContext* ctx,
                                         const v1::PeerHeartbeatRequest* req,
                                         v1::PeerHeartbeatReply* rep) {
-  MCDMA_PEER_CALLER(host, ctx);
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Unauthenticated(caller.status().message());
+  const std::string& host = *caller;
   auto r = links_.OnHeartbeat(host, *req);
   if (!r.ok()) return ToGrpc(r.status());
   *rep = std::move(r).value();
@@ -161,7 +166,9 @@ grpc::Status PeerServiceImpl::Heartbeat(grpc::ServerContext* ctx,
 
 grpc::Status PeerServiceImpl::Goodbye(grpc::ServerContext* ctx, const v1::PeerGoodbyeRequest* req,
                                       v1::PeerGoodbyeReply*) {
-  MCDMA_PEER_CALLER(host, ctx);
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Unauthenticated(caller.status().message());
+  const std::string& host = *caller;
   links_.OnGoodbye(host, *req);
   tickets_.RevokePeer(host);
   return grpc::Status::OK;
