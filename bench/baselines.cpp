@@ -31,7 +31,9 @@ mcdma::Status SockError(const char* call) {
   return mcdma::Status(mcdma::Code::kSystem, std::string(call) + ": " + strerror(errno));
 }
 
-mcdma::Status SetTimeouts(int fd, std::chrono::milliseconds timeout) {
+}  // namespace
+
+mcdma::Status SetSocketTimeouts(int fd, std::chrono::milliseconds timeout) {
   timeval tv{static_cast<time_t>(timeout.count() / 1000),
              static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
   if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
@@ -78,8 +80,11 @@ mcdma::Status WriteAll(int fd, const std::byte* data, size_t size) {
   return mcdma::Status::Ok();
 }
 
+namespace {
+
 int Fail(const RoleOptions& options, const mcdma::Status& status) {
-  fprintf(stderr, "mcdma_bench_local %s: %s\n", options.role.c_str(), status.message().c_str());
+  fprintf(stderr, "%s %s: %s\n", options.program.c_str(), options.role.c_str(),
+          status.message().c_str());
   return 1;
 }
 
@@ -101,26 +106,22 @@ class EchoService final : public mcdma::bench::v1::Echo::Service {
 
 }  // namespace
 
-int RunUdsServer(const RoleOptions& options) {
-  // Idle reads are bounded by the child's whole life (see RoleOptions).
-  mcdma::Status st = SetTimeouts(options.fd, std::chrono::milliseconds(options.run_limit_ms));
-  if (!st.ok()) return Fail(options, st);
-  SignalReady(options.ready_fd);
+int EchoFrames(const RoleOptions& options, int fd) {
   std::vector<std::byte> buf;
   for (;;) {
-    auto length = ReadFrame(options.fd, buf);
+    auto length = ReadFrame(fd, buf);
     if (!length.ok()) {
       // The client closing between frames is the normal end of a run.
       if (length.status().code() == mcdma::Code::kPeerGone) return 0;
       return Fail(options, length.status());
     }
-    st = WriteAll(options.fd, buf.data(), sizeof(uint32_t) + *length);
+    mcdma::Status st = WriteAll(fd, buf.data(), sizeof(uint32_t) + *length);
     if (!st.ok()) return Fail(options, st);
   }
 }
 
-int RunUdsClient(const RoleOptions& options) {
-  mcdma::Status st = SetTimeouts(options.fd, std::chrono::milliseconds(options.timeout_ms));
+int TimeFrames(const RoleOptions& options, int fd) {
+  mcdma::Status st = SetSocketTimeouts(fd, std::chrono::milliseconds(options.timeout_ms));
   if (!st.ok()) return Fail(options, st);
   std::vector<std::byte> frame;
   std::vector<std::byte> reply;
@@ -130,8 +131,8 @@ int RunUdsClient(const RoleOptions& options) {
     frame.resize(sizeof(length) + request.size());
     std::memcpy(frame.data(), &length, sizeof(length));
     std::memcpy(frame.data() + sizeof(length), request.data(), request.size());
-    MCDMA_RETURN_IF_ERROR(WriteAll(options.fd, frame.data(), frame.size()));
-    MCDMA_ASSIGN_OR_RETURN(uint32_t got, ReadFrame(options.fd, reply));
+    MCDMA_RETURN_IF_ERROR(WriteAll(fd, frame.data(), frame.size()));
+    MCDMA_ASSIGN_OR_RETURN(uint32_t got, ReadFrame(fd, reply));
     return ByteView{{reply.data() + sizeof(uint32_t), got}};
   };
   return RunClientPayloads(options, [&](size_t payload) {
@@ -139,28 +140,47 @@ int RunUdsClient(const RoleOptions& options) {
   });
 }
 
-int RunGrpcServer(const RoleOptions& options) {
+int RunUdsServer(const RoleOptions& options) {
+  // Idle reads are bounded by the child's whole life (see RoleOptions).
+  mcdma::Status st = SetSocketTimeouts(options.fd, std::chrono::milliseconds(options.run_limit_ms));
+  if (!st.ok()) return Fail(options, st);
+  SignalReady(options.ready_fd);
+  return EchoFrames(options, options.fd);
+}
+
+int RunUdsClient(const RoleOptions& options) { return TimeFrames(options, options.fd); }
+
+int RunGrpcEchoServer(const RoleOptions& options, const std::string& listen_uri, bool report_port) {
   EchoService service;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + options.socket, grpc::InsecureServerCredentials());
+  int port = 0;
+  builder.AddListeningPort(listen_uri, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server)
+  if (!server || (report_port && port <= 0))
     return Fail(options,
-                mcdma::Status(mcdma::Code::kUnavailable, "cannot listen on " + options.socket));
-  SignalReady(options.ready_fd);
+                mcdma::Status(mcdma::Code::kUnavailable, "cannot listen on " + listen_uri));
+  if (report_port) {
+    SignalReadyPort(options.ready_fd, static_cast<uint16_t>(port));
+  } else {
+    SignalReady(options.ready_fd);
+  }
   WaitForLifeline(options.lifeline_fd, std::chrono::milliseconds(options.run_limit_ms));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return 0;
 }
 
-int RunGrpcClient(const RoleOptions& options) {
-  auto channel = grpc::CreateChannel("unix:" + options.socket, grpc::InsecureChannelCredentials());
+int RunGrpcEchoClient(const RoleOptions& options, const std::string& target_uri) {
+  // No HTTP proxy: an http_proxy in the environment must not put a proxy
+  // hop into the measurement (or fail inside a network namespace).
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
+  auto channel = grpc::CreateCustomChannel(target_uri, grpc::InsecureChannelCredentials(), args);
   auto connect_deadline =
       std::chrono::system_clock::now() + std::chrono::milliseconds(options.timeout_ms);
   if (!channel->WaitForConnected(connect_deadline)) {
     return Fail(options,
-                mcdma::Status(mcdma::Code::kUnavailable, "cannot connect to " + options.socket));
+                mcdma::Status(mcdma::Code::kUnavailable, "cannot connect to " + target_uri));
   }
   auto stub = mcdma::bench::v1::Echo::NewStub(channel);
   mcdma::bench::v1::EchoRequest request;
@@ -182,6 +202,14 @@ int RunGrpcClient(const RoleOptions& options) {
   return RunClientPayloads(options, [&](size_t payload) {
     return MeasureRoundTrips(payload, options.warmup, options.iterations, round_trip);
   });
+}
+
+int RunGrpcServer(const RoleOptions& options) {
+  return RunGrpcEchoServer(options, "unix:" + options.socket, false);
+}
+
+int RunGrpcClient(const RoleOptions& options) {
+  return RunGrpcEchoClient(options, "unix:" + options.socket);
 }
 
 }  // namespace bench

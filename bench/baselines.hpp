@@ -11,7 +11,11 @@
 //   grpc  gRPC unary call (bench/echo.proto) over a Unix socket.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "harness.hpp"
 #include "process.hpp"
@@ -29,5 +33,27 @@ int RunShmClient(const RoleOptions& options);
 
 int RunGrpcServer(const RoleOptions& options);
 int RunGrpcClient(const RoleOptions& options);
+
+// The pieces the roles above are made of, shared with mcdma_bench_link's
+// TCP and gRPC-over-TCP rows.
+//
+// Stream framing: a u32 length (host order) then the payload. ReadFrame
+// reads one whole frame into `buf` (resized to hold it) and returns its
+// length; kPeerGone for a clean EOF between frames, kTimeout when the
+// socket's SO_RCVTIMEO expires.
+mcdma::Status SetSocketTimeouts(int fd, std::chrono::milliseconds timeout);
+mcdma::Result<uint32_t> ReadFrame(int fd, std::vector<std::byte>& buf);
+mcdma::Status WriteAll(int fd, const std::byte* data, size_t size);
+// Server: echoes frames on connected `fd` until the client closes (exit code).
+int EchoFrames(const RoleOptions& options, int fd);
+// Client: the timed round trips of every payload over connected `fd`, then
+// the sample file (exit code).
+int TimeFrames(const RoleOptions& options, int fd);
+// gRPC echo server on `listen_uri` ("unix:PATH", "HOST:0"); with
+// `report_port` the kernel-chosen port goes down the ready pipe
+// (SignalReadyPort). Serves until the lifeline closes.
+int RunGrpcEchoServer(const RoleOptions& options, const std::string& listen_uri, bool report_port);
+// gRPC echo client of `target_uri` (HTTP proxies off).
+int RunGrpcEchoClient(const RoleOptions& options, const std::string& target_uri);
 
 }  // namespace bench

@@ -8,8 +8,6 @@
 
 namespace bench {
 
-namespace {
-
 // The daemon is "ready" only once a session opens, which can lag the socket
 // file appearing; until kConnectRetry passes every failure is retried.
 mcdma::Result<std::unique_ptr<mcdma::Client>> ConnectWithRetry(const RoleOptions& options,
@@ -25,8 +23,11 @@ mcdma::Result<std::unique_ptr<mcdma::Client>> ConnectWithRetry(const RoleOptions
   }
 }
 
+namespace {
+
 int Fail(const RoleOptions& options, const mcdma::Status& status) {
-  fprintf(stderr, "mcdma_bench_local %s: %s\n", options.role.c_str(), status.ToString().c_str());
+  fprintf(stderr, "%s %s: %s\n", options.program.c_str(), options.role.c_str(),
+          status.ToString().c_str());
   return 1;
 }
 
@@ -42,7 +43,7 @@ int RunDaemonServer(const RoleOptions& options) {
   auto served = (*client)->Serve(kEchoService, [](mcdma::ServerCall& call) {
     mcdma::Status st = call.Reply(call.payload());
     if (!st.ok() && !reported.exchange(true)) {
-      fprintf(stderr, "mcdma_bench_local daemon-server: Reply: %s\n", st.ToString().c_str());
+      fprintf(stderr, "bench daemon-server: Reply: %s\n", st.ToString().c_str());
     }
   });
   if (!served.ok()) return Fail(options, served.status());

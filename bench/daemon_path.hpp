@@ -8,11 +8,16 @@
 #include <chrono>
 
 #include "harness.hpp"
+#include "mcdma/client.hpp"
 
 namespace bench {
 
 inline constexpr char kEchoService[] = "bench.echo";
 inline constexpr auto kConnectRetry = std::chrono::seconds(10);
+
+// Connect to options.socket, retried on every failure for kConnectRetry.
+mcdma::Result<std::unique_ptr<mcdma::Client>> ConnectWithRetry(const RoleOptions& options,
+                                                               const char* app_name);
 
 int RunDaemonServer(const RoleOptions& options);
 int RunDaemonClient(const RoleOptions& options);

@@ -77,6 +77,16 @@ void SignalReady(int ready_fd) {
   close(ready_fd);
 }
 
+void SignalReadyPort(int ready_fd, uint16_t port) {
+  std::string text = "P";
+  text += std::to_string(port);
+  ssize_t n;
+  do {
+    n = write(ready_fd, text.data(), text.size());
+  } while (n < 0 && errno == EINTR);
+  close(ready_fd);
+}
+
 void WaitForLifeline(int lifeline_fd, std::chrono::milliseconds limit) {
   auto deadline = Clock::now() + limit;
   for (;;) {

@@ -27,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 // What a `child` process is told on its command line (see
 // local_call_bench.cpp). Descriptor numbers are those it inherited.
 struct RoleOptions {
+  std::string program = "mcdma_bench_local";  // prefixes the role's error messages
   std::string role;
   int fd = -1;           // the inherited socket or shared-memory fd
   int ready_fd = -1;     // servers: one byte is written here once serving
@@ -115,7 +116,7 @@ int RunClientPayloads(const RoleOptions& options, Measure&& measure) {
   for (size_t payload : options.payloads) {
     mcdma::Result<std::vector<uint64_t>> samples = measure(payload);
     if (!samples.ok()) {
-      fprintf(stderr, "mcdma_bench_local %s: %s\n", options.role.c_str(),
+      fprintf(stderr, "%s %s: %s\n", options.program.c_str(), options.role.c_str(),
               samples.status().message().c_str());
       return 1;
     }
@@ -123,7 +124,8 @@ int RunClientPayloads(const RoleOptions& options, Measure&& measure) {
   }
   mcdma::Status written = WriteSamples(options.out, sets);
   if (!written.ok()) {
-    fprintf(stderr, "mcdma_bench_local %s: %s\n", options.role.c_str(), written.message().c_str());
+    fprintf(stderr, "%s %s: %s\n", options.program.c_str(), options.role.c_str(),
+            written.message().c_str());
     return 1;
   }
   return 0;
@@ -131,6 +133,9 @@ int RunClientPayloads(const RoleOptions& options, Measure&& measure) {
 
 // Server side of the start-up handshake: one byte on the ready pipe.
 void SignalReady(int ready_fd);
+// The same for a server listening on a kernel-chosen port: "P<port>" on the
+// ready pipe (read by WaitReadyMessage, process.hpp).
+void SignalReadyPort(int ready_fd, uint16_t port);
 // Blocks until the orchestrator closes the lifeline (EOF) or `limit` passes.
 void WaitForLifeline(int lifeline_fd, std::chrono::milliseconds limit);
 

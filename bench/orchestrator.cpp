@@ -53,7 +53,10 @@ PairSpec MakeSpec(std::string key, std::string server_role, std::string client_r
 
 std::vector<std::string> BaseArgs(const Plan& plan, const std::string& role, int run_limit_ms) {
   std::string payloads;
-  for (size_t p : plan.payloads) payloads += (payloads.empty() ? "" : ",") + std::to_string(p);
+  for (size_t p : plan.payloads) {
+    if (!payloads.empty()) payloads += ',';
+    payloads += std::to_string(p);
+  }
   return {plan.self_exe,    "child",
           "--role",         role,
           "--payloads",     payloads,

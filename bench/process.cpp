@@ -102,6 +102,25 @@ mcdma::Status WaitReadyByte(int fd, std::chrono::milliseconds timeout) {
   return SysError("read(ready pipe)");
 }
 
+mcdma::Result<std::string> WaitReadyMessage(int fd, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  std::string text;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() < 0) left = std::chrono::milliseconds(0);
+    MCDMA_RETURN_IF_ERROR(WaitReadable(fd, left));
+    char buf[64];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return SysError("read(ready pipe)");
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > 4096) break;  // no server says this much; stop reading
+  }
+  if (text.empty()) return mcdma::Status(mcdma::Code::kPeerGone, "exited before it was ready");
+  return text;
+}
+
 mcdma::Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   if (options.argv.empty()) return mcdma::Status(mcdma::Code::kInvalid, "empty argv");
   // Everything the child touches between fork and exec is prepared here:
@@ -122,6 +141,10 @@ mcdma::Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
     if (!options.stderr_path.empty()) {
       int err = open(options.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       if (err < 0 || dup2(err, STDERR_FILENO) < 0) _exit(127);
+    }
+    if (!options.stdout_path.empty()) {
+      int out = open(options.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (out < 0 || dup2(out, STDOUT_FILENO) < 0) _exit(127);
     }
     execv(argv[0], argv.data());
     _exit(127);

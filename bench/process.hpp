@@ -79,6 +79,11 @@ mcdma::Status WaitReadable(int fd, std::chrono::milliseconds timeout);
 // the writer closed without sending it (the child died before it was ready).
 mcdma::Status WaitReadyByte(int fd, std::chrono::milliseconds timeout);
 
+// Reads everything a ready pipe carries until the writer closes it (a
+// server that signalled readiness closes its end at once). kPeerGone when
+// nothing came: the child died before it was ready.
+mcdma::Result<std::string> WaitReadyMessage(int fd, std::chrono::milliseconds timeout);
+
 struct SpawnOptions {
   std::string name;               // for messages, e.g. "uds server"
   std::vector<std::string> argv;  // argv[0] is the program path
@@ -88,6 +93,9 @@ struct SpawnOptions {
   // When set, the child's stderr goes to this file (created or truncated),
   // so its reason for failing can be quoted in the report.
   std::string stderr_path;
+  // When set, the child's stdout goes to this file (for tools whose answer
+  // is their output: `hosts.sh up`, `mcdmactl links --json`, iperf3 -J).
+  std::string stdout_path;
 };
 
 // A child process that is reaped on destruction (SIGKILL first if it is

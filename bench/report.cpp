@@ -59,6 +59,8 @@ std::string JsonNumberOrNull(const std::optional<double>& v, int decimals) {
 
 }  // namespace
 
+std::string JsonQuote(const std::string& s) { return Quote(s); }
+
 std::string FormatBytes(size_t bytes) {
   if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
   if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";

@@ -55,5 +55,7 @@ mcdma::Status WriteJson(const std::string& path, const RunInfo& info, const std:
 
 // "64 B", "4 KiB", "1 MiB" (exact multiples only; otherwise bytes).
 std::string FormatBytes(size_t bytes);
+// `s` as a JSON string literal, quotes included.
+std::string JsonQuote(const std::string& s);
 
 }  // namespace bench

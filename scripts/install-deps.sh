@@ -23,8 +23,8 @@ PACKAGES=(
   # C++ libraries
   libboost-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libssl-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks (mcdma_bench_link: ZeroMQ and iperf3 rows)
+  libgtest-dev libgmock-dev libbenchmark-dev libzmq3-dev iperf3
   # demo and test scripts: `ip`/`rdma` (Soft-RoCE links), ps/pgrep, python
   iproute2 procps python3
   # format and lint (.clang-format, .clang-tidy)

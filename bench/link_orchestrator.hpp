@@ -1,0 +1,60 @@
+// mcdma_bench_link's orchestrator: runs one server (on host B) and one
+// client (on host A) per mechanism as real processes, each in its host's
+// network namespace, and collects what the client measured. Every step has
+// a deadline; a mechanism that fails becomes an error and the next runs.
+//
+// Threading: single-threaded; it sleeps in poll() while children work.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "harness.hpp"
+#include "link_hosts.hpp"
+#include "process.hpp"
+
+namespace bench {
+
+struct LinkPlan {
+  std::string self_exe;                   // this binary, re-executed for every endpoint
+  std::string daemon_path;                // mcdma-rpcd
+  std::string mcdmactl_path;              // mcdmactl (link state)
+  std::string iperf3_path;                // empty: iperf3 rows are skipped
+  std::string daemon_log_level = "warn";  // both daemons' --log-level
+  std::vector<std::string> daemon_args;   // extra flags for both daemons
+  std::vector<size_t> payloads;
+  int iterations = 0;
+  int warmup = 0;
+  int timeout_ms = 5000;      // one round trip, one readiness wait
+  int run_limit_ms = 300000;  // one client run
+  int link_wait_ms = 30000;   // daemons started until the link is up
+  uint64_t bulk_bytes = 0;
+  uint64_t op_bytes = 0;
+  int repeats = 0;
+};
+
+// One server/client pair. The server gets --address <host B address>; a
+// server that reports a port (SignalReadyPort) has its client told
+// --address <host B address>:<port>.
+struct PairRun {
+  std::string key;  // names the sample and stderr files
+  std::string server_role;
+  std::string client_role;
+  std::vector<std::string> server_args;  // role-specific extras
+  std::vector<std::string> client_args;
+  std::chrono::milliseconds ready_timeout{10000};
+  // What the client's sample file must hold: this many sets of this many
+  // samples each.
+  size_t expect_sets = 0;
+  size_t expect_samples = 0;
+};
+
+mcdma::Result<std::vector<SampleSet>> RunLinkPair(const LinkPlan& plan, const HostPair& hosts,
+                                                  const TempDir& dir, PairRun run);
+
+// Stops a child with SIGTERM (then SIGKILL after `grace`), saying on stderr
+// when it needed the SIGKILL or ended badly.
+void StopChild(ChildProcess& child, std::chrono::milliseconds grace);
+
+}  // namespace bench
