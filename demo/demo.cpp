@@ -17,6 +17,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "mcdma/client.hpp"
 
@@ -52,7 +53,7 @@ double Ms(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
-int Serve(const mcdma::ClientOptions& opts) {
+int Serve(const mcdma::ClientOptions& opts, const std::vector<std::string>& allow_peers) {
   auto client = mcdma::Client::Connect(opts);
   if (!client.ok()) {
     std::cerr << "serve: " << client.status().ToString() << "\n";
@@ -76,6 +77,7 @@ int Serve(const mcdma::ClientOptions& opts) {
   mcdma::ExportOptions eo;
   eo.allow_read = true;
   eo.allow_write = true;
+  eo.allowed_peers = allow_peers;  // hosts whose apps may resolve it across a link
   mcdma::Status st = c->Export(buf, kExport, eo);
   if (!echo.ok() || !digest.ok() || !st.ok()) {
     std::cerr << "serve: setup failed\n";
@@ -93,7 +95,11 @@ int Serve(const mcdma::ClientOptions& opts) {
   return 0;
 }
 
-int RunClient(const mcdma::ClientOptions& opts) {
+int RunClient(const mcdma::ClientOptions& opts, const std::string& peer) {
+  // With --peer, app A runs on another host: its services are "peer/name"
+  // and its export is resolved on that peer, through both daemons.
+  const std::string echo_svc = peer.empty() ? "demo.echo" : peer + "/demo.echo";
+  const std::string digest_svc = peer.empty() ? "demo.digest" : peer + "/demo.digest";
   auto client = mcdma::Client::Connect(opts);
   if (!client.ok()) {
     std::cerr << "client: " << client.status().ToString() << "\n";
@@ -106,19 +112,19 @@ int RunClient(const mcdma::ClientOptions& opts) {
 
   // 1. Request/reply.
   auto t0 = std::chrono::steady_clock::now();
-  auto reply = c->Call("demo.echo", std::string_view("hello from B"));
+  auto reply = c->Call(echo_svc, std::string_view("hello from B"));
   if (!reply.ok()) {
     std::cerr << "call: " << reply.status().ToString() << "\n";
     return 1;
   }
-  std::printf("[app B] call demo.echo(\"hello from B\") -> \"%.*s\" in %.3f ms\n",
+  std::printf("[app B] call %s(\"hello from B\") -> \"%.*s\" in %.3f ms\n", echo_svc.c_str(),
               static_cast<int>(reply->size()), reinterpret_cast<const char*>(reply->data()),
               Ms(std::chrono::steady_clock::now() - t0));
   constexpr int kCalls = 10000;
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kCalls; ++i) {
     std::string req = "ping " + std::to_string(i);
-    auto r = c->Call("demo.echo", req);
+    auto r = c->Call(echo_svc, req);
     if (!r.ok() || r->view() != "A heard: " + req) {
       std::cerr << "call " << i << " failed or mismatched\n";
       return 1;
@@ -128,7 +134,7 @@ int RunClient(const mcdma::ClientOptions& opts) {
               Ms(std::chrono::steady_clock::now() - t0) * 1000.0 / kCalls);
 
   // 2. Bulk: write a pattern into A's export, read it back, compare digests.
-  auto remote = c->Resolve(kExport);
+  auto remote = c->Resolve(kExport, peer);
   auto local = c->Alloc(kBufferBytes);
   auto back = c->Alloc(kBufferBytes);
   if (!remote.ok() || !local.ok() || !back.ok()) {
@@ -155,7 +161,7 @@ int RunClient(const mcdma::ClientOptions& opts) {
       static_cast<unsigned long>(*w >> 20), write_ms, *w / write_ms / 1e6, read_ms,
       *r / read_ms / 1e6);
   bool same = std::memcmp(local->data(), back->data(), kBufferBytes) == 0;
-  auto theirs = c->Call("demo.digest", std::string_view());
+  auto theirs = c->Call(digest_svc, std::string_view());
   std::string got = theirs.ok() ? std::string(theirs->view()) : theirs.status().ToString();
   std::printf("[app B] sha256 sent     %s\n[app B] sha256 read    %s\n[app B] sha256 at A    %s\n",
               want.c_str(), Sha256Hex(back->data(), back->size()).c_str(), got.c_str());
@@ -181,7 +187,12 @@ static int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   auto* serve = app.add_subcommand("serve", "app A: serve and export a buffer");
+  std::vector<std::string> allow_peers;
+  serve->add_option("--allow-peer", allow_peers,
+                    "a host whose apps may resolve the export over a link (repeatable)");
   auto* client = app.add_subcommand("client", "app B: call A, write and read A's buffer, verify");
+  std::string peer;
+  client->add_option("--peer", peer, "A's host id when A runs on another host");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -189,11 +200,11 @@ static int Main(int argc, char** argv) {
   }
   if (serve->parsed()) {
     opts.app_name = "demo-A";
-    return Serve(opts);
+    return Serve(opts, allow_peers);
   }
   opts.app_name = "demo-B";
   (void)client;
-  return RunClient(opts);
+  return RunClient(opts, peer);
 }
 
 int main(int argc, char** argv) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the demo: one mcdma-rpcd and two
-# apps exchanging calls and verified bulk data through it.
+# Installs what is missing, builds, and runs the demo: two mcdma-rpcd daemons
+# as two hosts on this machine (network namespaces joined by a veth pair, or
+# loopback without root), one app on each, exchanging calls and verified
+# bulk data across the link.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ]; then bash scripts/install-deps.sh; fi
 bash scripts/build.sh build
-bash demo/run-local-demo.sh build
+bash demo/run-two-hosts-demo.sh build

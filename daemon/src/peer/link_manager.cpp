@@ -138,6 +138,8 @@ void LinkManager::DialLoop(Entry* e) {
       {
         std::lock_guard lock(mu_);
         if (ever_up) ++e->reconnects;
+        // Failed attempts before the first success are not worth showing.
+        if (!ever_up) e->last_error.clear();
         ever_up = true;
       }
       log->info("link to '{}' up (generation {})", e->config.name, e->generation);
