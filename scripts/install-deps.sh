@@ -25,8 +25,9 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libssl-dev
   # tests and benchmarks (mcdma_bench_link: ZeroMQ and iperf3 rows)
   libgtest-dev libgmock-dev libbenchmark-dev libzmq3-dev iperf3
-  # demo and test scripts: `ip`/`rdma` (Soft-RoCE links), ps/pgrep, python
-  iproute2 procps python3
+  # demo and test scripts: `ip`/`rdma` (Soft-RoCE links), ps/pgrep, python,
+  # openssl (certificates for the TLS link test)
+  iproute2 procps python3 openssl
   # format and lint (.clang-format, .clang-tidy)
   clang-format clang-tidy
 )
