@@ -100,6 +100,12 @@ struct Stall {
   std::condition_variable cv;
   bool released = false;  // GUARDED_BY(mu)
 };
+
+struct Served {
+  std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> notifies{0};
+  std::atomic<uint64_t> bytes{0};
+};
 }  // namespace
 
 int RunServe(const Args& args) {
@@ -115,22 +121,33 @@ int RunServe(const Args& args) {
   // app's progress thread) until a line "unstall" arrives on stdin.
   const uint64_t stall_after = args.U64("stall-after", 0);
   auto stall = std::make_shared<Stall>();
-  auto id = client->Serve(service, [corrupt_every, replies, stall_after, stall](ServerCall& call) {
-    if (stall_after > 0 && stall->calls.fetch_add(1) == stall_after) {
-      Say("STALLED");
-      std::unique_lock lock(stall->mu);
-      stall->cv.wait(lock, [&] { return stall->released; });
-    }
-    Status st;
-    if (corrupt_every > 0 && !call.payload().empty() && ++*replies % corrupt_every == 0) {
-      std::vector<std::byte> bad(call.payload().begin(), call.payload().end());
-      bad.back() ^= std::byte{0x01};
-      st = call.Reply(bad);
-    } else {
-      st = call.Reply(call.payload());
-    }
-    if (!st.ok()) std::fprintf(stderr, "serve: reply: %s\n", st.ToString().c_str());
-  });
+  // What the handler saw, for the "count" command: calls, notifications and
+  // their payload bytes. Notifications are counted and never replied to.
+  auto served = std::make_shared<Served>();
+  auto id = client->Serve(
+      service, [corrupt_every, replies, stall_after, stall, served](ServerCall& call) {
+        if (call.one_way()) {
+          ++served->notifies;
+          served->bytes += call.payload().size();
+          return;
+        }
+        ++served->calls;
+        served->bytes += call.payload().size();
+        if (stall_after > 0 && stall->calls.fetch_add(1) == stall_after) {
+          Say("STALLED");
+          std::unique_lock lock(stall->mu);
+          stall->cv.wait(lock, [&] { return stall->released; });
+        }
+        Status st;
+        if (corrupt_every > 0 && !call.payload().empty() && ++*replies % corrupt_every == 0) {
+          std::vector<std::byte> bad(call.payload().begin(), call.payload().end());
+          bad.back() ^= std::byte{0x01};
+          st = call.Reply(bad);
+        } else {
+          st = call.Reply(call.payload());
+        }
+        if (!st.ok()) std::fprintf(stderr, "serve: reply: %s\n", st.ToString().c_str());
+      });
   if (!id.ok()) {
     std::fprintf(stderr, "serve: Serve(%s): %s\n", service.c_str(), id.status().ToString().c_str());
     return 1;
@@ -144,6 +161,11 @@ int RunServe(const Args& args) {
       stall->released = true;
       stall->cv.notify_all();
       Say("UNSTALLED");
+    } else if (line == "count") {
+      Say("COUNT calls=%llu notifies=%llu bytes=%llu",
+          static_cast<unsigned long long>(served->calls.load()),
+          static_cast<unsigned long long>(served->notifies.load()),
+          static_cast<unsigned long long>(served->bytes.load()));
     }
   }
   std::lock_guard lock(stall->mu);
@@ -157,7 +179,9 @@ namespace {
 
 struct CallTotals {
   bool stop_on_error = false;  // --stop-on-error: every thread stops at the first failure
+  bool log_sizes = false;      // --log-sizes: request sizes spread evenly over powers of two
   std::atomic<uint64_t> ok{0};
+  std::atomic<uint64_t> bytes{0};  // request bytes of the calls that passed
   std::atomic<uint64_t> failed{0};
   std::atomic<uint64_t> mismatch{0};
   std::mutex mu;
@@ -168,6 +192,19 @@ struct CallTotals {
 void Report(CallTotals& t, const std::string& what) {
   std::lock_guard lock(t.mu);
   if (t.reported++ < 10) std::fprintf(stderr, "call: %s\n", what.c_str());
+}
+
+// Request sizes. By default CallSize's uniform spread; with --log-sizes the
+// exponent is uniform instead (as many 10-byte as 100-KiB requests), so a
+// 1 MiB maximum does not make the average call half a megabyte. Either way
+// sequence numbers 0, 1 and 2 (mod 97) are 0 bytes, 1 byte and the maximum.
+uint64_t RequestSize(const CallTotals& t, uint64_t seed, uint32_t pid, uint32_t thread,
+                     uint64_t seq, uint64_t max_size) {
+  if (!t.log_sizes || seq % 97 < 3) return CallSize(seed, pid, thread, seq, max_size);
+  uint64_t r = Mix(CallSeed(seed, pid, thread, seq) ^ 0x5A5A5A5AULL);
+  uint64_t e = r % 21;  // 2^0 .. 2^20
+  uint64_t size = (uint64_t{1} << e) + ((r >> 8) % (uint64_t{1} << e));
+  return std::min(size, max_size);
 }
 
 struct InFlight {
@@ -222,14 +259,15 @@ void CallerThread(Client& client, const std::string& service, uint32_t thread, u
       return;
     }
     ++t.ok;
+    t.bytes += m.size();
   };
   for (uint64_t seq = 0; seq < calls; ++seq) {
     if (window.size() >= depth) finish_one();
     if (t.stop_on_error && t.failed.load() + t.mismatch.load() > 0) break;
     InFlight f;
     f.seq = seq;
-    MakeCallPayload(f.request, CallSize(seed, pid, thread, seq, max_payload), seed, pid, thread,
-                    seq);
+    MakeCallPayload(f.request, RequestSize(t, seed, pid, thread, seq, max_payload), seed, pid,
+                    thread, seq);
     f.future = client.CallAsync(service, f.request, timeout);
     window.push_back(std::move(f));
   }
@@ -249,6 +287,7 @@ int RunCall(const Args& args) {
   auto timeout = std::chrono::milliseconds(args.U64("timeout-ms", 30000));
   CallTotals totals;
   totals.stop_on_error = args.Has("stop-on-error");
+  totals.log_sizes = args.Has("log-sizes");
   Say("STARTED pid=%d", getpid());
   std::vector<std::thread> workers;
   for (uint64_t i = 0; i < threads; ++i) {
@@ -261,9 +300,10 @@ int RunCall(const Args& args) {
     errors += (errors.empty() ? "" : ",") + ("\"" + code + "\":" + std::to_string(n));
   }
   uint64_t ok = totals.ok, failed = totals.failed, mismatch = totals.mismatch;
-  Say("{\"ok\":%llu,\"failed\":%llu,\"mismatch\":%llu,\"errors\":{%s}}",
+  Say("{\"ok\":%llu,\"failed\":%llu,\"mismatch\":%llu,\"bytes\":%llu,\"errors\":{%s}}",
       static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed),
-      static_cast<unsigned long long>(mismatch), errors.c_str());
+      static_cast<unsigned long long>(mismatch),
+      static_cast<unsigned long long>(totals.bytes.load()), errors.c_str());
   bool all = failed == 0 && mismatch == 0 && ok == threads * calls;
   client.reset();
   return all ? 0 : 1;
@@ -275,9 +315,9 @@ int main(int argc, char** argv) {
   using namespace mcdma::itest;
   signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
-    std::fprintf(
-        stderr,
-        "usage: mcdma_testapp serve|call|fill|write|verify-read|sustain|garbage --socket S ...\n");
+    std::fprintf(stderr,
+                 "usage: mcdma_testapp serve|call|fill|write|verify-read|sustain|garbage|peer-load|"
+                 "peer-raw --socket S ...\n");
     return 2;
   }
   std::string role = argv[1];
@@ -294,6 +334,8 @@ int main(int argc, char** argv) {
   if (role == "verify-read") return RunVerifyRead(args);
   if (role == "sustain") return RunSustain(args);
   if (role == "garbage") return RunGarbage(args);
+  if (role == "peer-load") return RunPeerLoad(args);
+  if (role == "peer-raw") return RunPeerRaw(args);
   std::fprintf(stderr, "mcdma_testapp: unknown role '%s'\n", role.c_str());
   return 2;
 }

@@ -48,5 +48,7 @@ int RunWrite(const Args& args);
 int RunVerifyRead(const Args& args);
 int RunSustain(const Args& args);
 int RunGarbage(const Args& args);
+int RunPeerLoad(const Args& args);
+int RunPeerRaw(const Args& args);
 
 }  // namespace mcdma::itest

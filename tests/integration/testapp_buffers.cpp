@@ -4,11 +4,14 @@
 //               (checks its own memory) until stdin reaches EOF;
 //   write       resolve an export, write a pattern into all of it;
 //   verify-read resolve an export, read all of it back and verify the pattern.
+// Across hosts: fill --allowed-peers HOST[,HOST...] grants the export to peer
+// hosts; write/verify-read --peer HOST resolve it on that peer.
 // Transfers are split into --pieces batch pieces, submitted in reverse order so
 // that the daemon's offset handling is exercised, not just a linear copy.
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -33,6 +36,19 @@ std::vector<Transfer> Pieces(const Buffer& local, const RemoteBuffer& remote, ui
   return out;
 }
 
+// "a,b,c" -> {"a", "b", "c"}; "" -> {}.
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int RunFill(const Args& args) {
@@ -50,6 +66,7 @@ int RunFill(const Args& args) {
   ExportOptions eo;
   eo.allow_read = true;
   eo.allow_write = true;
+  eo.allowed_peers = SplitList(args.Str("allowed-peers"));
   if (Status st = client->Export(*buf, name, eo); !st.ok()) {
     std::fprintf(stderr, "fill: Export(%s): %s\n", name.c_str(), st.ToString().c_str());
     return 1;
@@ -76,12 +93,14 @@ int RunFill(const Args& args) {
 }
 
 int RunWrite(const Args& args) {
-  auto client = ConnectOrDie(args, "write");
+  const char* role = "write";
+  auto client = ConnectOrDie(args, role);
   std::string name = args.Need("export");
   uint64_t seed = args.U64("seed", 1);
   auto timeout = std::chrono::milliseconds(args.U64("timeout-ms", 120000));
-  auto remote = client->Resolve(name);
+  auto remote = client->Resolve(name, args.Str("peer"));
   if (!remote.ok()) {
+    std::fprintf(stderr, "%s: resolve: %s\n", role, remote.status().ToString().c_str());
     Say("{\"ok\":0,\"error\":\"resolve: %s\"}", CodeName(remote.status().code()));
     return 1;
   }
@@ -93,23 +112,29 @@ int RunWrite(const Args& args) {
   }
   FillPattern(local->data(), length, seed);
   auto pieces = Pieces(*local, *remote, length, args.U64("pieces", 4));
+  auto start = std::chrono::steady_clock::now();
   auto moved = client->WriteBatch(pieces, timeout);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  start);
   if (!moved.ok()) {
     std::fprintf(stderr, "write: %s\n", moved.status().ToString().c_str());
     Say("{\"ok\":0,\"error\":\"%s\"}", CodeName(moved.status().code()));
     return 1;
   }
-  Say("{\"ok\":1,\"bytes\":%llu}", static_cast<unsigned long long>(*moved));
+  Say("{\"ok\":1,\"bytes\":%llu,\"ms\":%lld}", static_cast<unsigned long long>(*moved),
+      static_cast<long long>(ms.count()));
   return *moved == length ? 0 : 1;
 }
 
 int RunVerifyRead(const Args& args) {
-  auto client = ConnectOrDie(args, "verify-read");
+  const char* role = "verify-read";
+  auto client = ConnectOrDie(args, role);
   std::string name = args.Need("export");
   uint64_t seed = args.U64("seed", 1);
   auto timeout = std::chrono::milliseconds(args.U64("timeout-ms", 120000));
-  auto remote = client->Resolve(name);
+  auto remote = client->Resolve(name, args.Str("peer"));
   if (!remote.ok()) {
+    std::fprintf(stderr, "%s: resolve: %s\n", role, remote.status().ToString().c_str());
     Say("{\"ok\":0,\"error\":\"resolve: %s\"}", CodeName(remote.status().code()));
     return 1;
   }
@@ -122,16 +147,20 @@ int RunVerifyRead(const Args& args) {
   // Poison the destination so a read that moves nothing cannot pass.
   std::memset(local->data(), 0xA5, length);
   auto pieces = Pieces(*local, *remote, length, args.U64("pieces", 16));
+  auto start = std::chrono::steady_clock::now();
   auto moved = client->ReadBatch(pieces, timeout);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  start);
   if (!moved.ok()) {
     std::fprintf(stderr, "verify-read: %s\n", moved.status().ToString().c_str());
     Say("{\"ok\":0,\"error\":\"%s\"}", CodeName(moved.status().code()));
     return 1;
   }
   VerifyResult r = VerifyPattern(local->data(), length, seed);
-  Say("{\"ok\":%d,\"bytes\":%llu,\"bad_bytes\":%llu,\"first_bad\":%llu}",
+  Say("{\"ok\":%d,\"bytes\":%llu,\"bad_bytes\":%llu,\"first_bad\":%llu,\"ms\":%lld}",
       r.ok && *moved == length ? 1 : 0, static_cast<unsigned long long>(*moved),
-      static_cast<unsigned long long>(r.bad_bytes), static_cast<unsigned long long>(r.first_bad));
+      static_cast<unsigned long long>(r.bad_bytes), static_cast<unsigned long long>(r.first_bad),
+      static_cast<long long>(ms.count()));
   return r.ok && *moved == length ? 0 : 1;
 }
 

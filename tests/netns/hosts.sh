@@ -18,6 +18,10 @@ a=$prefix-a
 b=$prefix-b
 case "$cmd" in
   check)
+    if ! command -v ip >/dev/null; then
+      echo "network namespaces unavailable: no ip(8) (install iproute2)" >&2
+      exit 77
+    fi
     probe=mcdma-probe-$$
     if ip netns add "$probe" 2>/dev/null; then ip netns del "$probe"; exit 0; fi
     echo "network namespaces unavailable (need root and CAP_SYS_ADMIN)" >&2

@@ -93,6 +93,7 @@ class LinkManager {
     uint64_t link_id = 0;  // engine link; 0 when none
     bool link_lost = false;
     bool said_goodbye = false;
+    bool ever_up = false;  // a later "up" is a reconnect
     std::string last_error;
     double rtt_us = 0;
     double rtt_avg_us = 0;

@@ -129,7 +129,8 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
            std::lock_guard lock(mu_);
            if (e->generation != generation) return;  // superseded meanwhile
            if (st.ok()) {
-             if (e->state != "up") ++e->reconnects;
+             if (e->ever_up && e->state != "up") ++e->reconnects;
+        e->ever_up = true;
              e->link_id = link_id;
              e->last_heartbeat = std::chrono::steady_clock::now();
              SetState(e, "up");

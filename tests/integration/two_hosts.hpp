@@ -1,0 +1,158 @@
+// The two-host fixture: two real mcdma-rpcd daemons ("host-a" and "host-b")
+// sharing a fabric key, host-a configured with `--peer host-b=...` and host-b
+// accepting the incoming link, plus real client processes on either host.
+//
+// Two variants, so every test runs both ways (TEST_P with kHostVariants):
+//   loopback  both daemons on 127.0.0.1, each on its own Unix socket, peer
+//             port and data port (free ports found by binding port 0);
+//   netns     two network namespaces joined by a veth pair
+//             (tests/netns/hosts.sh up PREFIX, a fresh PREFIX per test); each
+//             daemon and each app runs under `ip netns exec NS` and the
+//             daemons listen on their 10.240.N.x addresses. Unix sockets and
+//             /dev/shm are on the shared filesystem, so apps reach their own
+//             host's daemon as usual. Skips, saying why, where `hosts.sh
+//             check` exits 77 (not root).
+//
+// Lifetime: SetUp makes a mkdtemp directory, a fabric key (`mcdmactl
+// fabric-key new`), the namespaces (netns), starts host-b then host-a and
+// waits until `mcdmactl links --json` shows the link "up" on both sides
+// (unless LinkAtSetUp() is false: then the test adjusts the hosts and calls
+// StartDaemons itself). TearDown SIGKILLs every app, SIGTERMs both daemons
+// (each must exit 0 within 15 s), always runs `hosts.sh down`, and on any
+// failure prints both daemons' logs and every app's output.
+//
+// Threading: everything here belongs to the test body's thread.
+#pragma once
+
+#include <google/protobuf/message.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon_fixture.hpp"
+#include "mcdma/client.hpp"
+#include "mcdma/v1/admin.pb.h"
+#include "process.hpp"
+
+namespace mcdma::itest {
+
+inline constexpr const char* kHostsScript = MCDMA_HOSTS_SH;
+
+enum class HostVariant { kLoopback, kNetns };
+
+// For INSTANTIATE_TEST_SUITE_P: both variants, named "loopback" and "netns".
+inline const auto kHostVariants = ::testing::Values(HostVariant::kLoopback, HostVariant::kNetns);
+std::string HostVariantName(const ::testing::TestParamInfo<HostVariant>& info);
+// How gtest prints the parameter ("loopback", "netns").
+void PrintTo(HostVariant v, std::ostream* os);
+
+// One simulated host: its daemon's configuration and process.
+struct Host {
+  std::string id;                  // host id, "host-a" / "host-b"
+  std::string ns;                  // network namespace; "" in the loopback variant
+  std::string ip;                  // where its daemon listens
+  int peer_port = 0;               // --listen port
+  int data_port = 0;               // --data-listen port
+  std::string socket;              // control socket
+  std::string log;                 // daemon stderr (appended across restarts)
+  std::string key;                 // --fabric-key file
+  std::vector<std::string> peers;  // --peer values
+  std::vector<std::string> extra;  // more daemon flags
+  std::unique_ptr<Child> daemon;
+
+  std::string listen() const { return ip + ":" + std::to_string(peer_port); }
+  std::string data_listen() const { return ip + ":" + std::to_string(data_port); }
+};
+
+class TwoHosts : public ::testing::TestWithParam<HostVariant> {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // False: SetUp prepares both hosts but starts no daemon.
+  virtual bool LinkAtSetUp() const { return true; }
+
+  bool netns() const { return GetParam() == HostVariant::kNetns; }
+  Host& a() { return a_; }
+  Host& b() { return b_; }
+  const std::string& dir() const { return dir_.path(); }
+  const std::string& prefix() const { return prefix_; }
+
+  // Starts host-b, then host-a, and waits (20 s) for the link to be "up" on
+  // both; fails the test (fatally, in the caller's ASSERT_NO_FATAL_FAILURE)
+  // otherwise.
+  void StartDaemons();
+  // Starts one daemon with its current configuration and waits (20 s) until
+  // its control socket accepts. False (and a failure) otherwise.
+  bool StartDaemon(Host& h);
+  // SIGKILL, reaped, and forgotten (TearDown then expects nothing of it).
+  void KillDaemon(Host& h);
+  bool DaemonAlive(Host& h) { return h.daemon && h.daemon->Alive(); }
+  // The mcdma-rpcd command line for `h` (wrapped in `ip netns exec`).
+  std::vector<std::string> DaemonArgv(const Host& h) const;
+  // A fresh fabric key file in the test directory.
+  std::string NewFabricKey(const std::string& name);
+
+  // ---- links ----
+  // `mcdmactl --socket S links --json`, parsed; nullopt (with `error`) if the
+  // command fails or prints something else.
+  std::optional<v1::LinksReply> Links(Host& h, std::string* error = nullptr,
+                                      std::string* raw = nullptr);
+  // h's link to `peer` now; nullopt if h lists none.
+  std::optional<v1::LinkInfo> LinkTo(Host& h, const std::string& peer);
+  // Polls h's link to `peer` until `pred` holds; the last seen link (if any)
+  // in `last`.
+  bool WaitLink(Host& h, const std::string& peer,
+                const std::function<bool(const v1::LinkInfo&)>& pred, Millis timeout,
+                v1::LinkInfo* last = nullptr);
+  // Both directions "up" (a's link to b and b's link to a).
+  bool WaitLinked(Millis timeout, std::string* why = nullptr);
+
+  // ---- apps ----
+  // `mcdma_testapp ROLE --socket h.socket ARGS...` on host h (in h's
+  // namespace); stderr to a log file. nullptr (and a failure) if it cannot
+  // start.
+  Child* StartApp(Host& h, const std::string& role, const std::vector<std::string>& args);
+  // StartApp, then waits (20 s) for its READY line.
+  Child* StartReady(Host& h, const std::string& role, const std::vector<std::string>& args);
+  // An in-process client of h's daemon (Unix socket and shm only, so the
+  // namespace does not matter). nullptr and a failure if it cannot connect.
+  std::unique_ptr<Client> Connect(Host& h, const std::string& name);
+  // mcdmactl --socket h.socket ARGS... (limit `timeout`).
+  CommandResult Ctl(Host& h, const std::vector<std::string>& args, Millis timeout = Millis(15000));
+  // tests/netns/hosts.sh CMD PREFIX (netns variant only).
+  CommandResult HostsSh(const std::string& cmd);
+
+  // Both daemon logs (tails) and every app's output, for failure messages.
+  std::string Describe() const;
+
+ private:
+  void PrepareLoopback();
+  void PrepareNetns();
+  std::vector<std::string> InHost(const Host& h, std::vector<std::string> argv) const;
+
+  TempDir dir_;
+  std::string prefix_;
+  bool netns_up_ = false;
+  Host a_;
+  Host b_;
+  std::vector<std::unique_ptr<Child>> apps_;
+  std::vector<std::string> app_labels_;  // "app 3 on host-b: serve", parallel to apps_
+  int app_counter_ = 0;
+};
+
+// Result lines of the testapp: {"CODE":N,...} members of `key` in a JSON
+// line (e.g. "pre" in peer-load's summary), as a map.
+std::map<std::string, uint64_t> CodeCounts(const std::string& line, const std::string& key);
+// One line about a link: state, generation, transport, rtt, last error and
+// the counters, for logs and failure messages.
+std::string LinkSummary(const v1::LinkInfo& link);
+// Signed integer field ("max_overrun_ms":-4800); nullopt if absent.
+std::optional<int64_t> IntField(const std::string& line, const std::string& key);
+
+}  // namespace mcdma::itest
