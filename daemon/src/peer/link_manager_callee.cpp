@@ -130,7 +130,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
            if (e->generation != generation) return;  // superseded meanwhile
            if (st.ok()) {
              if (e->ever_up && e->state != "up") ++e->reconnects;
-        e->ever_up = true;
+             e->ever_up = true;
              e->link_id = link_id;
              e->last_heartbeat = std::chrono::steady_clock::now();
              SetState(e, "up");
