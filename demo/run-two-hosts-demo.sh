@@ -37,9 +37,15 @@ else
   in_b=()
   echo "== two hosts on loopback (network namespaces need root); each daemon has its own socket and ports"
 fi
-port_a=17471
-port_b=17472
-[ "$netns" = 1 ] && port_b=17471
+if [ "$netns" = 1 ]; then
+  port_a=7471
+  port_b=7471
+else
+  # Two free ports on loopback (the default 7471 may belong to a real daemon).
+  free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+  port_a=$(free_port)
+  port_b=$(free_port)
+fi
 
 "$ctl" fabric-key new "$dir/fabric.key" > /dev/null
 echo "== fabric key $dir/fabric.key (mode 0600), shared by both daemons"
