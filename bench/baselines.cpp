@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "echo.grpc.pb.h"
 
@@ -46,12 +47,23 @@ mcdma::Status SetSocketTimeouts(int fd, std::chrono::milliseconds timeout) {
 // Reads one whole frame into `buf` (resized to hold it). Usually one recv:
 // the peer wrote the frame with one send. kPeerGone only for a clean EOF
 // between frames (the client is done); EOF inside a frame is kInternal.
-mcdma::Result<uint32_t> ReadFrame(int fd, std::vector<std::byte>& buf) {
+mcdma::Result<uint32_t> ReadFrame(int fd, std::vector<std::byte>& buf,
+                                  std::chrono::microseconds spin) {
   size_t have = 0;
   size_t want = sizeof(uint32_t);
   for (;;) {
     if (buf.size() < want) buf.resize(want);
-    ssize_t n = recv(fd, buf.data() + have, buf.size() - have, 0);
+    ssize_t n = -1;
+    if (spin.count() > 0) {
+      auto until = std::chrono::steady_clock::now() + spin;
+      do {
+        n = recv(fd, buf.data() + have, buf.size() - have, MSG_DONTWAIT);
+        if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) break;
+        std::this_thread::yield();
+      } while (std::chrono::steady_clock::now() < until);
+    }
+    if (n < 0 && (spin.count() == 0 || errno == EAGAIN || errno == EWOULDBLOCK))
+      n = recv(fd, buf.data() + have, buf.size() - have, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return SockError("recv");
     if (n == 0) {
@@ -106,10 +118,10 @@ class EchoService final : public mcdma::bench::v1::Echo::Service {
 
 }  // namespace
 
-int EchoFrames(const RoleOptions& options, int fd) {
+int EchoFrames(const RoleOptions& options, int fd, std::chrono::microseconds spin) {
   std::vector<std::byte> buf;
   for (;;) {
-    auto length = ReadFrame(fd, buf);
+    auto length = ReadFrame(fd, buf, spin);
     if (!length.ok()) {
       // The client closing between frames is the normal end of a run.
       if (length.status().code() == mcdma::Code::kPeerGone) return 0;
@@ -120,7 +132,7 @@ int EchoFrames(const RoleOptions& options, int fd) {
   }
 }
 
-int TimeFrames(const RoleOptions& options, int fd) {
+int TimeFrames(const RoleOptions& options, int fd, std::chrono::microseconds spin) {
   mcdma::Status st = SetSocketTimeouts(fd, std::chrono::milliseconds(options.timeout_ms));
   if (!st.ok()) return Fail(options, st);
   std::vector<std::byte> frame;
@@ -132,7 +144,7 @@ int TimeFrames(const RoleOptions& options, int fd) {
     std::memcpy(frame.data(), &length, sizeof(length));
     std::memcpy(frame.data() + sizeof(length), request.data(), request.size());
     MCDMA_RETURN_IF_ERROR(WriteAll(fd, frame.data(), frame.size()));
-    MCDMA_ASSIGN_OR_RETURN(uint32_t got, ReadFrame(fd, reply));
+    MCDMA_ASSIGN_OR_RETURN(uint32_t got, ReadFrame(fd, reply, spin));
     return ByteView{{reply.data() + sizeof(uint32_t), got}};
   };
   return RunClientPayloads(options, [&](size_t payload) {

@@ -42,13 +42,16 @@ int RunGrpcClient(const RoleOptions& options);
 // length; kPeerGone for a clean EOF between frames, kTimeout when the
 // socket's SO_RCVTIMEO expires.
 mcdma::Status SetSocketTimeouts(int fd, std::chrono::milliseconds timeout);
-mcdma::Result<uint32_t> ReadFrame(int fd, std::vector<std::byte>& buf);
+// With `spin` > 0 each read first polls (non-blocking, yielding the CPU)
+// for up to `spin` before it blocks: the daemon's own wait policy.
+mcdma::Result<uint32_t> ReadFrame(int fd, std::vector<std::byte>& buf,
+                                  std::chrono::microseconds spin = {});
 mcdma::Status WriteAll(int fd, const std::byte* data, size_t size);
 // Server: echoes frames on connected `fd` until the client closes (exit code).
-int EchoFrames(const RoleOptions& options, int fd);
+int EchoFrames(const RoleOptions& options, int fd, std::chrono::microseconds spin = {});
 // Client: the timed round trips of every payload over connected `fd`, then
 // the sample file (exit code).
-int TimeFrames(const RoleOptions& options, int fd);
+int TimeFrames(const RoleOptions& options, int fd, std::chrono::microseconds spin = {});
 // gRPC echo server on `listen_uri` ("unix:PATH", "HOST:0"); with
 // `report_port` the kernel-chosen port goes down the ready pipe
 // (SignalReadyPort). Serves until the lifeline closes.

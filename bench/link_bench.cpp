@@ -30,6 +30,8 @@ int RunChild(bench::LinkRoleOptions& options) {
       {"daemon-bulk-client", bench::RunDaemonBulkClient},
       {"tcp-server", bench::RunTcpEchoServer},
       {"tcp-client", bench::RunTcpEchoClient},
+      {"tcp-spin-server", bench::RunTcpSpinEchoServer},
+      {"tcp-spin-client", bench::RunTcpSpinEchoClient},
       {"grpc-tcp-server", bench::RunGrpcTcpServer},
       {"grpc-tcp-client", bench::RunGrpcTcpClient},
       {"zmq-server", bench::RunZmqServer},

@@ -38,6 +38,8 @@ inline constexpr char kBulkExport[] = "bench.bulk";
 // Raw TCP ping-pong: u32 length + payload frames, TCP_NODELAY, blocking.
 int RunTcpEchoServer(const LinkRoleOptions& options);
 int RunTcpEchoClient(const LinkRoleOptions& options);
+int RunTcpSpinEchoServer(const LinkRoleOptions& options);
+int RunTcpSpinEchoClient(const LinkRoleOptions& options);
 // gRPC unary echo (bench/echo.proto) over TCP.
 int RunGrpcTcpServer(const LinkRoleOptions& options);
 int RunGrpcTcpClient(const LinkRoleOptions& options);

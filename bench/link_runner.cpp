@@ -23,6 +23,8 @@ const CallMechanism kCalls[] = {
     // Diagnostic, in no target: the daemons alone, via `mcdmactl link test`.
     {"linktest", "daemon-daemon echo (link test)", "tcp-link", nullptr, nullptr},
     {"tcp", "raw TCP ping-pong", "tcp", "tcp-server", "tcp-client"},
+    // Part of "tcp": the same with the daemon's wait policy (spin, then block).
+    {"tcpspin", "raw TCP ping-pong, spin 50us", "tcp", "tcp-spin-server", "tcp-spin-client"},
     {"grpc", "gRPC unary over TCP", "grpc-tcp", "grpc-tcp-server", "grpc-tcp-client"},
     {"zmq", "ZeroMQ REQ/REP", "zmq-tcp", "zmq-server", "zmq-client"},
 };
@@ -211,7 +213,10 @@ int RunLinkBench(const LinkOptions& options, const LinkPlan& plan, LinkRunInfo i
   const bool bulk = Has(options.parts, "bulk");
   const auto ready = std::chrono::milliseconds(10000);
   // Baselines first: no daemon runs while they are measured.
-  if (calls && Has(options.mechanisms, "tcp")) runner.Calls(Mechanism("tcp"), {}, {}, ready);
+  if (calls && Has(options.mechanisms, "tcp")) {
+    runner.Calls(Mechanism("tcp"), {}, {}, ready);
+    runner.Calls(Mechanism("tcpspin"), {}, {}, ready);
+  }
   if (calls && Has(options.mechanisms, "grpc")) runner.Calls(Mechanism("grpc"), {}, {}, ready);
   if (calls && Has(options.mechanisms, "zmq")) {
     if (kHaveZmq) {

@@ -196,6 +196,29 @@ int RunTcpEchoClient(const LinkRoleOptions& options) {
   return TimeFrames(options, conn->get());
 }
 
+// The same ping-pong with the daemon's wait policy: each read polls for
+// 50 us (yielding) before it blocks, so neither side pays a wake-up while
+// the other answers quickly.
+constexpr std::chrono::microseconds kSpin(50);
+
+int RunTcpSpinEchoServer(const LinkRoleOptions& options) {
+  uint16_t port = 0;
+  auto listener = ListenTcp(options.address, &port);
+  if (!listener.ok()) return FailRole(options, listener.status());
+  SignalReadyPort(options.ready_fd, port);
+  auto conn = AcceptClient(options, listener->get(), true);
+  if (!conn.ok()) return FailRole(options, conn.status());
+  return EchoFrames(options, conn->get(), kSpin);
+}
+
+int RunTcpSpinEchoClient(const LinkRoleOptions& options) {
+  auto conn = ConnectTcp(options.address, std::chrono::milliseconds(options.timeout_ms));
+  if (!conn.ok()) return FailRole(options, conn.status());
+  mcdma::Status st = SetNoDelay(conn->get());
+  if (!st.ok()) return FailRole(options, st);
+  return TimeFrames(options, conn->get(), kSpin);
+}
+
 int RunGrpcTcpServer(const LinkRoleOptions& options) {
   return RunGrpcEchoServer(options, options.address + ":0", true);
 }
