@@ -28,6 +28,8 @@ PACKAGES=(
   # demo and test scripts: `ip`/`rdma` (Soft-RoCE links), ps/pgrep, python,
   # openssl (certificates for the TLS link test)
   iproute2 procps python3 openssl
+  # the Soft-RoCE VM of the verbs tests (tests/verbs/vm.sh)
+  qemu-system-x86 debootstrap cpio busybox-static zstd kmod
   # format and lint (.clang-format, .clang-tidy)
   clang-format clang-tidy
 )
