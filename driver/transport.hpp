@@ -12,7 +12,12 @@
 //
 // Threading: a Device and everything created from it (regions, endpoints,
 // connections) are owned by one thread — the daemon's engine thread. None of
-// these classes is thread-safe. Children never outlive their Device.
+// these classes is thread-safe. Children never outlive their Device. One
+// exception, which every transport must allow: an Endpoint, once created,
+// may be used and destroyed on another thread (LocalInfo, Connect, which
+// may block until the peer shows up, and the destructor), and the
+// Connection that Connect returns is handed to the owning thread before it
+// is used. The daemon's link manager sets links up that way.
 //
 // Failure: Post* returns a Status only for requests that could not be queued
 // (bad local slice, queue full: kBusy, connection down: kLinkDown). A request

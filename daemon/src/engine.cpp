@@ -127,12 +127,14 @@ bool Engine::HasWork() {
   }
   // Local transfers progress only in Poll; a link's transfers progress on
   // the transport's thread, which rings us (link_pending_).
+  // A link's backlog and blocked transfers wait for completions, which ring
+  // us too.
   for (auto& [id, op] : transfers_) {
-    if (op.link == 0 || (!op.completed && op.outstanding == 0)) return true;
+    if (op.link == 0) return true;
   }
   if (link_pending_.load()) return true;
   for (auto& [id, l] : links_) {
-    if (!l->backlog.empty() || l->failed) return true;
+    if (l->failed) return true;
   }
   for (auto& [id, s] : sessions_) {
     auto n = s->Available();

@@ -18,6 +18,11 @@ constexpr uint64_t kSendTag = 1ULL << 62;
 constexpr uint64_t kRecvTag = 1ULL << 61;
 constexpr uint64_t kSlotMask = (1ULL << 32) - 1;
 constexpr size_t kPollBatch = 32;
+// Unsent bytes a link may queue while its peer grants no receive credit;
+// beyond it the peer is treated as gone (it is not taking data).
+constexpr uint64_t kMaxBacklogBytes = 256ULL << 20;
+// The largest echo (mcdmactl link test) a peer may send.
+constexpr uint32_t kMaxEchoBytes = 64U << 20;
 
 std::span<const std::byte> AsBytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
@@ -33,6 +38,11 @@ Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
                                      std::unique_ptr<driver::Connection> conn) {
   for (auto& [id, l] : links_) {
     if (l->spec.peer == spec.peer && l->spec.origin == spec.origin) {
+      if (l->spec.generation > spec.generation && l->spec.peer_instance == spec.peer_instance) {
+        return Status(Code::kLinkDown, "generation " + std::to_string(spec.generation) +
+                                           " is older than the installed " +
+                                           std::to_string(l->spec.generation));
+      }
       DropLink(id, Code::kLinkDown, "replaced by generation " + std::to_string(spec.generation));
       break;
     }
@@ -44,6 +54,12 @@ Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
   l->stats = &link_stats_[spec.peer + "/" + spec.origin];
   l->slots = options_.link_recv_slots;
   l->slot_bytes = options_.link_slot_bytes;
+  l->fragment_bytes = l->slot_bytes;
+  if (spec.peer_slot_bytes != 0) {
+    if (spec.peer_slot_bytes <= link_wire::kHeaderBytes)
+      return Status(Code::kInvalid, "peer's receive slots are too small");
+    l->fragment_bytes = std::min(l->slot_bytes, spec.peer_slot_bytes);
+  }
   uint64_t bytes = RoundUpToPage(uint64_t{2} * l->slots * l->slot_bytes);
   l->memory.reset(static_cast<std::byte*>(std::aligned_alloc(PageSize(), bytes)));
   if (!l->memory) return Status(Code::kNoMemory, "cannot allocate link slots");
@@ -201,6 +217,13 @@ void Engine::SendMessage(EngineLink& l, link_wire::Header h, std::span<const std
   if (l.backlog.empty() && PostFragments(l, m, payload)) return;
   if (l.failed) return;
   // Keep the unsent rest: the app may reuse its arena range once we return.
+  if (l.backlog_bytes + payload.size() > kMaxBacklogBytes) {
+    FailLink(l, Code::kLinkDown,
+             "the peer takes no data: more than " + std::to_string(kMaxBacklogBytes >> 20) +
+                 " MiB wait to be sent");
+    return;
+  }
+  l.backlog_bytes += payload.size();
   m.payload.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
   l.backlog.push_back(std::move(m));
 }
@@ -213,6 +236,7 @@ bool Engine::PumpBacklog(EngineLink& l) {
     bool done = PostFragments(l, m, AsBytes(m.payload));
     did |= m.sent != before || done;
     if (!done) break;
+    l.backlog_bytes -= m.payload.size();
     l.backlog.pop_front();
   }
   return did;
@@ -287,6 +311,15 @@ void Engine::OnFragment(EngineLink& l, uint32_t slot, uint32_t len) {
   std::span<const std::byte> frag(l.slot(slot) + link_wire::kHeaderBytes,
                                   len - link_wire::kHeaderBytes);
   if (!l.partial) {
+    // Nothing legitimate is larger than an app's arena half (a call or a
+    // reply) or an echo: refuse before buffering it.
+    uint64_t limit = std::max<uint64_t>(options_.max_arena_bytes / 2, kMaxEchoBytes);
+    if (h->total_len > limit) {
+      FailLink(l, Code::kLinkDown,
+               "protocol error from peer: a message of " + std::to_string(h->total_len) +
+                   " bytes is larger than any receiver could take");
+      return;
+    }
     if (h->frag_off != 0) {
       FailLink(l, Code::kLinkDown, "protocol error from peer: a message starts mid-way");
       return;

@@ -49,6 +49,15 @@ Result<Registration> RegisterPieces(driver::Device& device, std::byte* addr, uin
 
 Result<uint64_t> Engine::AddPeerService(uint64_t session, PeerService service) {
   if (FindSession(session) == nullptr) return Status(Code::kNotFound, "no session");
+  // Ids from the peer's earlier instances are stale: forget them (calls on
+  // them fail NOT_FOUND and the client looks the name up again).
+  for (auto it = peer_services_.begin(); it != peer_services_.end();) {
+    if (it->second.peer == service.peer && it->second.peer_instance != service.peer_instance) {
+      it = peer_services_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   // One local id per (peer instance, remote id): every app shares it.
   for (const auto& [id, ps] : peer_services_) {
     if (ps.peer == service.peer && ps.peer_instance == service.peer_instance &&

@@ -246,6 +246,13 @@ void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
   auto payload = s.AppPayload(d.payload_off, d.payload_len);
   if (call.link != 0) {
     // A peer's call: the reply goes back over the link it came on.
+    if (payload.size() > link_wire::kMaxMessageBytes) {
+      std::string why = "reply of " + std::to_string(payload.size()) +
+                        " bytes is larger than a link message may be";
+      SendReply(call.link, call.caller_tag, Code::kNoMemory, AsBytes(why));
+      Decline(s, d, Code::kNoMemory, why);
+      return;
+    }
     SendReply(call.link, call.caller_tag, static_cast<Code>(d.status), payload);
     if ((d.flags & shm::kFlagNoCompletion) == 0) {
       Complete(s, shm::Op::kReply, d.tag, Code::kOk, {}, d.payload_len);

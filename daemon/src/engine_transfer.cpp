@@ -154,8 +154,14 @@ bool Engine::PostTransferPieces(TransferOp& op) {
   const driver::Caps& caps = conn->caps();
   const Registration& local_reg = op.link != 0 ? op.local->link : op.local->local;
   bool did = false;
+  // The send queue's room: a link's receive slots sit in the other queue.
+  auto queue_full = [&] {
+    if (link == nullptr) return conn->outstanding() >= caps.max_outstanding;
+    uint64_t sends = link->slots - link->free_send.size();
+    return link->transfers + sends >= caps.max_outstanding;
+  };
   while (op.error == Code::kOk && op.posted < op.length && op.outstanding < kPiecesInFlightPerOp &&
-         conn->outstanding() < caps.max_outstanding) {
+         !queue_full()) {
     uint64_t local_off = op.local_offset + op.posted;
     uint64_t n = std::min({op.length - op.posted, options_.transfer_chunk_bytes,
                            op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,

@@ -38,7 +38,8 @@ struct LinkSpec {
   std::string peer;    // the peer's host id
   std::string origin;  // "out" (this host dialed) or "in"
   uint64_t generation = 0;
-  std::string peer_instance;  // the peer daemon's instance id
+  std::string peer_instance;     // the peer daemon's instance id
+  uint32_t peer_slot_bytes = 0;  // the peer's receive slot size (0: same as ours)
 };
 
 // A snapshot for status displays.
@@ -65,7 +66,8 @@ struct EngineLink {
   // Receive slots [0, slots) then send slots [slots, 2 * slots), each
   // slot_bytes, in one page-aligned allocation registered as `region`.
   uint32_t slots = 0;
-  uint32_t slot_bytes = 0;
+  uint32_t slot_bytes = 0;      // our slots
+  uint32_t fragment_bytes = 0;  // largest SEND: min(ours, the peer's slots)
   std::unique_ptr<std::byte, FreeDeleter> memory;
   std::unique_ptr<driver::MemoryRegion> region;  // declared after memory
   std::vector<uint32_t> free_send;               // free send slot indexes
@@ -78,6 +80,7 @@ struct EngineLink {
     bool started = false;
   };
   std::deque<Outgoing> backlog;
+  uint64_t backlog_bytes = 0;
 
   // The message being received in fragments.
   bool partial = false;
@@ -93,7 +96,7 @@ struct EngineLink {
 
   std::byte* slot(uint32_t index) const { return memory.get() + uint64_t{index} * slot_bytes; }
   uint32_t payload_per_fragment() const {
-    return slot_bytes - static_cast<uint32_t>(link_wire::kHeaderBytes);
+    return fragment_bytes - static_cast<uint32_t>(link_wire::kHeaderBytes);
   }
 };
 

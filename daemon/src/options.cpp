@@ -136,8 +136,9 @@ Status ValidatePeering(Options& o) {
     return Status(Code::kInvalid, "link.timeout_ms: must be at least twice heartbeat_ms");
   if (o.reconnect_min_ms == 0 || o.reconnect_max_ms < o.reconnect_min_ms)
     return Status(Code::kInvalid, "link.reconnect_min_ms/reconnect_max_ms: need 0 < min <= max");
-  if (o.link_recv_slots < 4 || o.link_recv_slots > 4096)
-    return Status(Code::kInvalid, "link.recv_slots: must be in [4, 4096]");
+  // At most half a tcp queue (256): the other half carries one-sided work.
+  if (o.link_recv_slots < 4 || o.link_recv_slots > 128)
+    return Status(Code::kInvalid, "link.recv_slots: must be in [4, 128]");
   if (o.link_slot_bytes < 4096 || o.link_slot_bytes > (16u << 20))
     return Status(Code::kInvalid, "link.slot_bytes: must be in [4096, 16 MiB]");
   if (o.tls_cert.empty() != o.tls_key.empty())

@@ -95,6 +95,25 @@ void LinkManager::Stop(v1::PeerGoodbyeReason reason) {
   });
 }
 
+bool LinkManager::NotePeerInstance(const std::string& host, const std::string& instance,
+                                   const std::string& version) {
+  PeerInfo& info = peers_[host];
+  bool restarted = !info.instance.empty() && info.instance != instance;
+  info.instance = instance;
+  info.version = version;
+  if (!restarted) return false;
+  spdlog::get("peer")->info("peer '{}' restarted (new instance {})", host, instance);
+  // What it dialed in under its old instance is stale; its generations
+  // start again at 1.
+  if (auto it = in_.find(host); it != in_.end()) {
+    it->second->generation = 0;
+    it->second->link_id = 0;
+    it->second->last_error = "peer restarted";
+    SetState(it->second.get(), "down");
+  }
+  return true;
+}
+
 void LinkManager::SetState(Entry* e, const std::string& state) {
   if (e->state == state) return;
   if (e->state == "up") ++e->downs;
@@ -199,17 +218,18 @@ Status LinkManager::ConnectOnce(Entry* e) {
   if (!peer_tcp) return Status(Code::kInvalid, "peer '" + name + "' offers no tcp transport");
   reason = e->config.transport == "tcp" ? "tcp asked for in config"
                                         : "auto: no verbs transport on this host, using tcp";
+  bool restarted = false;
   {
     std::lock_guard lock(mu_);
-    PeerInfo& info = peers_[name];
-    if (!info.instance.empty() && info.instance != hello.instance_id()) {
-      spdlog::get("peer")->info("peer '{}' restarted (instance {} -> {})", name, info.instance,
-                                hello.instance_id());
-    }
-    info.instance = hello.instance_id();
-    info.version = hello.daemon_version();
+    restarted = NotePeerInstance(name, hello.instance_id(), hello.daemon_version());
     e->transport = "tcp";
     e->transport_reason = reason;
+  }
+  if (restarted) {
+    (void)engine_.Run([&] {
+      engine_.DropPeer(name, Code::kPeerGone, "peer '" + name + "' restarted");
+      return 0;
+    });
   }
   auto ep = engine_.Run([this] { return engine_.CreateLinkEndpoint(); });
   if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
@@ -226,6 +246,7 @@ Status LinkManager::ConnectOnce(Entry* e) {
   creq.set_transport("tcp");
   creq.set_endpoint_info(endpoint->LocalInfo());
   creq.set_generation(generation);
+  creq.set_slot_bytes(options_.link_slot_bytes);
   MCDMA_ASSIGN_OR_RETURN(v1::PeerConnectReply crep, ch->Connect(creq, rpc_timeout_));
   MCDMA_ASSIGN_OR_RETURN(std::string host, HostOf(e->config.address));
   MCDMA_ASSIGN_OR_RETURN(std::string remote,
@@ -235,15 +256,21 @@ Status LinkManager::ConnectOnce(Entry* e) {
     return Status(conn.status().code(),
                   "data connection to '" + name + "' (" + remote + "): " + conn.status().message());
   }
-  LinkSpec spec{name, "out", generation, hello.instance_id()};
-  auto installed = engine_.Run([&] { return engine_.InstallLink(spec, std::move(conn).value()); });
+  LinkSpec spec{name, "out", generation, hello.instance_id(), crep.slot_bytes()};
+  // Installed and recorded in one engine step: a link-down report (also on
+  // the engine thread) cannot fall in between.
+  auto installed = engine_.Run([&]() -> Status {
+    std::lock_guard lock(mu_);
+    if (e->removed || stopping_) return Status(Code::kLinkDown, "removed while connecting");
+    MCDMA_ASSIGN_OR_RETURN(uint64_t id, engine_.InstallLink(spec, std::move(conn).value()));
+    e->link_id = id;
+    e->link_lost = false;
+    e->last_heartbeat = std::chrono::steady_clock::now();
+    SetState(e, "up");
+    return Status::Ok();
+  });
   if (!installed) return Status(Code::kUnavailable, "the engine has stopped");
-  MCDMA_RETURN_IF_ERROR(installed->status());
-  std::lock_guard lock(mu_);
-  e->link_id = installed->value();
-  e->last_heartbeat = std::chrono::steady_clock::now();
-  SetState(e, "up");
-  return Status::Ok();
+  return *installed;
 }
 
 std::string LinkManager::HeartbeatLoop(Entry* e) {
@@ -252,11 +279,12 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
   std::shared_ptr<PeerChannel> ch;
   {
     std::lock_guard lock(mu_);
-    ch = channels_[e->config.name];
+    auto it = channels_.find(e->config.name);
+    if (it != channels_.end()) ch = it->second;
   }
   auto last_ok = std::chrono::steady_clock::now();
   std::string why;
-  while (true) {
+  while (ch) {
     if (!Wait(e, interval)) {
       why = "stopping";
       break;
@@ -265,10 +293,9 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
       std::lock_guard lock(mu_);
       if (e->link_lost) {
         why = e->last_error.empty() ? "the data link failed" : e->last_error;
-        e->link_id = 0;
-        return why;
       }
     }
+    if (!why.empty()) break;  // the link is dropped below if it is still installed
     v1::PeerHeartbeatRequest req;
     req.set_generation(e->generation);
     auto sent_at = std::chrono::steady_clock::now();
@@ -307,6 +334,7 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
       break;
     }
   }
+  if (why.empty()) why = "the link was removed";
   uint64_t link_id = 0;
   {
     std::lock_guard lock(mu_);

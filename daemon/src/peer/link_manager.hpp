@@ -118,6 +118,11 @@ class LinkManager {
   std::string HeartbeatLoop(Entry* e);
   void SweepLoop();
   void SetState(Entry* e, const std::string& state);  // mu_ held
+  // Records a peer's instance id (mu_ held); true when it changed (the peer
+  // restarted): its incoming entry is reset. The caller then drops the
+  // peer's links on the engine (without mu_).
+  bool NotePeerInstance(const std::string& host, const std::string& instance,
+                        const std::string& version);
   void OnEngineLinkDown(uint64_t link_id, const std::string& why);
   // The channel for calls to `peer`: its configured address, or where it
   // told us it listens. NOT_FOUND if neither.

@@ -150,6 +150,9 @@ Status LinkManager::Remove(const std::string& peer) {
       found = true;
     }
     if (auto it = in_.find(peer); it != in_.end()) {
+      // Kept alive (retired) for a Connect or connector still using it.
+      it->second->removed = true;
+      retired_.push_back(std::move(it->second));
       in_.erase(it);
       found = true;
     }

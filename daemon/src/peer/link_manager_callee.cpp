@@ -14,26 +14,15 @@ v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerH
   bool restarted = false;
   {
     std::lock_guard lock(mu_);
+    restarted = NotePeerInstance(host, req.instance_id(), req.daemon_version());
     PeerInfo& info = peers_[host];
-    restarted = !info.instance.empty() && info.instance != req.instance_id();
-    info.instance = req.instance_id();
-    info.version = req.daemon_version();
     if (req.listen_port() != 0 && !source_ip.empty()) {
       std::string callback = JoinHostPort(source_ip, req.listen_port());
       if (info.callback != callback && !out_.count(host)) channels_.erase(host);
       info.callback = callback;
     }
-    if (restarted) {
-      if (auto it = in_.find(host); it != in_.end()) {
-        it->second->generation = 0;
-        it->second->link_id = 0;
-        SetState(it->second.get(), "down");
-        it->second->last_error = "peer restarted";
-      }
-    }
   }
   if (restarted) {
-    spdlog::get("peer")->info("peer '{}' restarted (new instance {})", host, req.instance_id());
     (void)engine_.Run([&] {
       engine_.DropPeer(host, Code::kPeerGone, "peer '" + host + "' restarted");
       return 0;
@@ -88,10 +77,13 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
   v1::PeerConnectReply rep;
   rep.set_endpoint_info(endpoint->LocalInfo());
   rep.set_generation(req.generation());
+  rep.set_slot_bytes(options_.link_slot_bytes);
   uint64_t generation = req.generation();
   uint64_t old_link = 0;
   {
     std::lock_guard lock(mu_);
+    if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
+    if (e->removed) return Status(Code::kLinkDown, "the link was removed meanwhile");
     old_link = e->link_id;
     e->generation = generation;
     e->link_id = 0;
@@ -111,29 +103,36 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     }
     auto done = std::make_shared<std::atomic<bool>>(false);
     connectors_.push_back(
-        {std::thread([this, e, endpoint, remote, host, instance, generation, done] {
+        {std::thread([this, e, endpoint, remote, host, instance, generation, done,
+                      remote_slot_bytes = req.slot_bytes()] {
            struct MarkDone {
              std::atomic<bool>& flag;
              ~MarkDone() { flag.store(true); }
            } mark{*done};
            auto conn = endpoint->Connect(remote);
            Status st = conn.status();
-           uint64_t link_id = 0;
            if (st.ok()) {
-             LinkSpec spec{host, "in", generation, instance};
-             auto r =
-                 engine_.Run([&] { return engine_.InstallLink(spec, std::move(conn).value()); });
-             st = !r ? Status(Code::kUnavailable, "the engine has stopped") : r->status();
-             if (st.ok()) link_id = r->value();
+             LinkSpec spec{host, "in", generation, instance, remote_slot_bytes};
+             // Installed and recorded in one engine step: a link-down
+             // report (also on the engine thread) cannot fall in between.
+             auto r = engine_.Run([&]() -> Status {
+               std::lock_guard lock(mu_);
+               if (e->removed || stopping_ || e->generation != generation)
+                 return Status(Code::kLinkDown, "superseded while connecting");
+               MCDMA_ASSIGN_OR_RETURN(uint64_t id,
+                                      engine_.InstallLink(spec, std::move(conn).value()));
+               if (e->ever_up && e->state != "up") ++e->reconnects;
+               e->ever_up = true;
+               e->link_id = id;
+               e->last_heartbeat = std::chrono::steady_clock::now();
+               SetState(e, "up");
+               return Status::Ok();
+             });
+             st = !r ? Status(Code::kUnavailable, "the engine has stopped") : *r;
            }
            std::lock_guard lock(mu_);
-           if (e->generation != generation) return;  // superseded meanwhile
+           if (e->removed || e->generation != generation) return;  // superseded meanwhile
            if (st.ok()) {
-             if (e->ever_up && e->state != "up") ++e->reconnects;
-             e->ever_up = true;
-             e->link_id = link_id;
-             e->last_heartbeat = std::chrono::steady_clock::now();
-             SetState(e, "up");
              spdlog::get("peer")->info("link from '{}' up (generation {})", host, generation);
            } else {
              e->last_error = "data connection: " + st.message();

@@ -96,8 +96,10 @@ Result<std::unique_ptr<PeerPlane>> PeerPlane::Start(const Options& options, Engi
 void PeerPlane::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  links_->Stop(v1::PEER_GOODBYE_REASON_SHUTDOWN);
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  // Peers' calls first (no Connect may start a link while the links stop),
+  // then our links (Goodbye to each peer). Start may have failed half-way.
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  if (links_) links_->Stop(v1::PEER_GOODBYE_REASON_SHUTDOWN);
 }
 
 PeerPlane::~PeerPlane() { Stop(); }
