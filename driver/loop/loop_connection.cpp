@@ -5,21 +5,14 @@
 #include <utility>
 
 #include "driver/loop/loop_state.hpp"
+#include "driver/post_checks.hpp"
 
 namespace mcdma::driver::loop {
 namespace {
 
-// WorkCompletion::byte_len is 32-bit, as a verbs scatter/gather length is:
-// no single request may move more, whatever the caps say.
-constexpr uint64_t kMaxRequestBytes = std::numeric_limits<uint32_t>::max();
-
 // [offset, offset + length) lies within [0, size), without overflow.
 bool RangeWithin(uint64_t offset, uint64_t length, uint64_t size) {
   return offset <= size && length <= size - offset;
-}
-
-std::string Message(const char* op, const std::string& what) {
-  return std::string(op) + ": " + what;
 }
 
 }  // namespace
@@ -49,43 +42,25 @@ void LoopConnection::Pair(LoopConnection& a, LoopConnection& b) {
 Status LoopConnection::CheckPeer(const char* op, bool allow_waiting) const {
   if (peer_state_ == PeerState::kPaired) return Status::Ok();
   if (peer_state_ == PeerState::kWaiting && allow_waiting) return Status::Ok();
-  return Status(Code::kLinkDown, Message(op, peer_state_ == PeerState::kWaiting
-                                                 ? "the peer has not connected yet"
-                                                 : "the peer connection was destroyed"));
+  return Status(Code::kLinkDown, PostMessage(op, peer_state_ == PeerState::kWaiting
+                                                     ? "the peer has not connected yet"
+                                                     : "the peer connection was destroyed"));
 }
 
 Result<uint32_t> LoopConnection::CheckLocal(const char* op, const LocalSlice& slice) const {
   if (slice.region == nullptr)
-    return Status(Code::kInvalid, Message(op, "local slice has no region"));
+    return Status(Code::kInvalid, PostMessage(op, "local slice has no region"));
   // Membership first: a foreign or destroyed region must not be dereferenced.
   if (!state_->regions.contains(slice.region)) {
-    return Status(Code::kInvalid, Message(op, "local region is not registered on this device"));
+    return Status(Code::kInvalid, PostMessage(op, "local region is not registered on this device"));
   }
   if (!RangeWithin(slice.offset, slice.length, slice.region->length())) {
     return Status(Code::kOutOfRange,
-                  Message(op, "local slice [" + std::to_string(slice.offset) + ", +" +
-                                  std::to_string(slice.length) + ") outside its region of " +
-                                  std::to_string(slice.region->length()) + " bytes"));
+                  PostMessage(op, "local slice [" + std::to_string(slice.offset) + ", +" +
+                                      std::to_string(slice.length) + ") outside its region of " +
+                                      std::to_string(slice.region->length()) + " bytes"));
   }
   return slice.region->lkey();
-}
-
-Status LoopConnection::CheckLength(const char* op, uint64_t length, uint64_t limit,
-                                   const char* limit_name) const {
-  if (length > limit || length > kMaxRequestBytes) {
-    return Status(Code::kInvalid, Message(op, std::to_string(length) + " bytes exceeds " +
-                                                  limit_name + " (" + std::to_string(limit) + ")"));
-  }
-  return Status::Ok();
-}
-
-Status LoopConnection::CheckRoom(const char* op, uint32_t queued) const {
-  if (queued >= caps().max_outstanding) {
-    return Status(Code::kBusy, Message(op, "queue holds max_outstanding (" +
-                                               std::to_string(caps().max_outstanding) +
-                                               ") requests; reap completions first"));
-  }
-  return Status::Ok();
 }
 
 Status LoopConnection::PostSend(uint64_t wr_id, const LocalSlice& src) {
@@ -93,8 +68,8 @@ Status LoopConnection::PostSend(uint64_t wr_id, const LocalSlice& src) {
   MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/false));
   MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, src));
   MCDMA_RETURN_IF_ERROR(
-      CheckLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
-  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, send_outstanding_));
+      CheckPostLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
+  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, send_outstanding_, caps().max_outstanding));
   send_queue_.push_back({.wr_id = wr_id,
                          .op = WorkOp::kSend,
                          .lkey = lkey,
@@ -112,8 +87,8 @@ Status LoopConnection::PostRecv(uint64_t wr_id, const LocalSlice& dst) {
   constexpr const char* kOp = "PostRecv";
   MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/true));
   MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, dst));
-  MCDMA_RETURN_IF_ERROR(CheckLength(kOp, dst.length, kMaxRequestBytes, "the 32-bit length"));
-  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, recv_outstanding_));
+  MCDMA_RETURN_IF_ERROR(CheckPostLength(kOp, dst.length, kMaxRequestBytes, "the 32-bit length"));
+  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, recv_outstanding_, caps().max_outstanding));
   recv_queue_.push_back({.wr_id = wr_id,
                          .op = WorkOp::kRecv,
                          .lkey = lkey,
@@ -129,12 +104,12 @@ Status LoopConnection::PostWrite(uint64_t wr_id, const LocalSlice& src, const Re
   MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/false));
   if (!caps().one_sided) {
     return Status(Code::kInvalid,
-                  Message(kOp, "profile '" + caps().profile + "' has no one-sided operations"));
+                  PostMessage(kOp, "profile '" + caps().profile + "' has no one-sided operations"));
   }
   MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, src));
   MCDMA_RETURN_IF_ERROR(
-      CheckLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
-  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, send_outstanding_));
+      CheckPostLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
+  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, send_outstanding_, caps().max_outstanding));
   send_queue_.push_back({.wr_id = wr_id,
                          .op = WorkOp::kWrite,
                          .lkey = lkey,
@@ -150,15 +125,15 @@ Status LoopConnection::PostRead(uint64_t wr_id, const LocalSlice& dst, const Rem
   MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/false));
   if (!caps().one_sided || caps().max_outstanding_reads == 0) {
     return Status(Code::kInvalid,
-                  Message(kOp, "profile '" + caps().profile + "' allows no RDMA READ"));
+                  PostMessage(kOp, "profile '" + caps().profile + "' allows no RDMA READ"));
   }
   MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, dst));
-  MCDMA_RETURN_IF_ERROR(CheckLength(kOp, dst.length, caps().max_read_bytes, "max_read_bytes"));
-  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, send_outstanding_));
+  MCDMA_RETURN_IF_ERROR(CheckPostLength(kOp, dst.length, caps().max_read_bytes, "max_read_bytes"));
+  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, send_outstanding_, caps().max_outstanding));
   if (reads_outstanding_ >= caps().max_outstanding_reads) {
-    return Status(Code::kBusy, Message(kOp, "max_outstanding_reads (" +
-                                                std::to_string(caps().max_outstanding_reads) +
-                                                ") READs in flight; reap completions first"));
+    return Status(Code::kBusy, PostMessage(kOp, "max_outstanding_reads (" +
+                                                    std::to_string(caps().max_outstanding_reads) +
+                                                    ") READs in flight; reap completions first"));
   }
   send_queue_.push_back({.wr_id = wr_id,
                          .op = WorkOp::kRead,

@@ -88,8 +88,6 @@ class LoopConnection final : public Connection {
 
   Status CheckPeer(const char* op, bool allow_waiting) const;
   Result<uint32_t> CheckLocal(const char* op, const LocalSlice& slice) const;
-  Status CheckLength(const char* op, uint64_t length, uint64_t limit, const char* limit_name) const;
-  Status CheckRoom(const char* op, uint32_t queued) const;
 
   // Executes queued SEND/WRITE/READs in post order until a SEND finds no
   // RECV posted at the peer (receiver not ready) or the queue is empty.

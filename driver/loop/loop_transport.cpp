@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "driver/loop/loop_state.hpp"
+#include "driver/post_checks.hpp"
 
 namespace mcdma::driver::loop {
 namespace {
@@ -126,21 +127,7 @@ class LoopDevice final : public Device {
 Result<std::unique_ptr<MemoryRegion>> LoopDevice::Register(std::byte* addr, uint64_t length,
                                                            uint32_t access) {
   const Caps& caps = state_->caps;
-  if (addr == nullptr || length == 0) {
-    return Status(Code::kInvalid, "Register: empty range (null address or zero length)");
-  }
-  if ((access & ~kKnownAccess) != 0) {
-    return Status(Code::kInvalid, "Register: unknown access bits");
-  }
-  if (length > std::numeric_limits<uintptr_t>::max() - reinterpret_cast<uintptr_t>(addr)) {
-    return Status(Code::kInvalid, "Register: range wraps the address space");
-  }
-  if (length > caps.max_registration_bytes) {
-    return Status(Code::kInvalid, "Register: " + std::to_string(length) +
-                                      " bytes exceeds max_registration_bytes (" +
-                                      std::to_string(caps.max_registration_bytes) +
-                                      "); split the buffer");
-  }
+  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps));
   if (caps.max_registrations != 0 && state_->regions.size() >= caps.max_registrations) {
     return Status(Code::kNoMemory, "Register: device holds max_registrations (" +
                                        std::to_string(caps.max_registrations) + ") regions");

@@ -6,42 +6,17 @@
 #include <string>
 #include <utility>
 
+#include "driver/post_checks.hpp"
+
 namespace mcdma::driver::tcp {
-namespace {
-
-// WorkCompletion::byte_len (and a frame's length) is 32-bit: no single
-// request may move more, whatever the caps say.
-constexpr uint64_t kMaxRequestBytes = std::numeric_limits<uint32_t>::max();
-
-std::string Message(const char* op, const std::string& what) {
-  return std::string(op) + ": " + what;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TcpConnection::~TcpConnection() { core_->io.Close(shared_); }
 
 Status TcpConnection::CheckUp(const char* op) const {
   if (!shared_->down.load(std::memory_order_acquire)) return Status::Ok();
-  return Status(Code::kLinkDown, Message(op, "the connection is down: " + shared_->DownDetail()));
-}
-
-Status TcpConnection::CheckLength(const char* op, uint64_t length, uint64_t limit,
-                                  const char* limit_name) const {
-  if (length > limit || length > kMaxRequestBytes) {
-    return Status(Code::kInvalid, Message(op, std::to_string(length) + " bytes exceeds " +
-                                                  limit_name + " (" + std::to_string(limit) + ")"));
-  }
-  return Status::Ok();
-}
-
-Status TcpConnection::CheckRoom(const char* op, uint32_t queued) const {
-  if (queued >= caps().max_outstanding) {
-    return Status(Code::kBusy, Message(op, "queue holds max_outstanding (" +
-                                               std::to_string(caps().max_outstanding) +
-                                               ") requests; reap completions first"));
-  }
-  return Status::Ok();
+  return Status(Code::kLinkDown,
+                PostMessage(op, "the connection is down: " + shared_->DownDetail()));
 }
 
 Status TcpConnection::PostSend(uint64_t wr_id, const LocalSlice& src) {
@@ -49,8 +24,8 @@ Status TcpConnection::PostSend(uint64_t wr_id, const LocalSlice& src) {
   MCDMA_RETURN_IF_ERROR(CheckUp(kOp));
   MCDMA_ASSIGN_OR_RETURN(uint64_t region_id, core_->registry.CheckLocal(kOp, src));
   MCDMA_RETURN_IF_ERROR(
-      CheckLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
-  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, send_outstanding_));
+      CheckPostLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
+  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, send_outstanding_, caps().max_outstanding));
   core_->io.Post(shared_, {.wr_id = wr_id,
                            .op = WorkOp::kSend,
                            .region_id = region_id,
@@ -65,8 +40,8 @@ Status TcpConnection::PostRecv(uint64_t wr_id, const LocalSlice& dst) {
   constexpr const char* kOp = "PostRecv";
   MCDMA_RETURN_IF_ERROR(CheckUp(kOp));
   MCDMA_ASSIGN_OR_RETURN(uint64_t region_id, core_->registry.CheckLocal(kOp, dst));
-  MCDMA_RETURN_IF_ERROR(CheckLength(kOp, dst.length, kMaxRequestBytes, "the 32-bit length"));
-  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, recv_outstanding_));
+  MCDMA_RETURN_IF_ERROR(CheckPostLength(kOp, dst.length, kMaxRequestBytes, "the 32-bit length"));
+  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, recv_outstanding_, caps().max_outstanding));
   core_->io.Post(shared_, {.wr_id = wr_id,
                            .op = WorkOp::kRecv,
                            .region_id = region_id,
@@ -82,12 +57,12 @@ Status TcpConnection::PostWrite(uint64_t wr_id, const LocalSlice& src, const Rem
   MCDMA_RETURN_IF_ERROR(CheckUp(kOp));
   if (!caps().one_sided) {
     return Status(Code::kInvalid,
-                  Message(kOp, "profile '" + caps().profile + "' has no one-sided operations"));
+                  PostMessage(kOp, "profile '" + caps().profile + "' has no one-sided operations"));
   }
   MCDMA_ASSIGN_OR_RETURN(uint64_t region_id, core_->registry.CheckLocal(kOp, src));
   MCDMA_RETURN_IF_ERROR(
-      CheckLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
-  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, send_outstanding_));
+      CheckPostLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
+  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, send_outstanding_, caps().max_outstanding));
   core_->io.Post(shared_, {.wr_id = wr_id,
                            .op = WorkOp::kWrite,
                            .region_id = region_id,
@@ -103,15 +78,15 @@ Status TcpConnection::PostRead(uint64_t wr_id, const LocalSlice& dst, const Remo
   MCDMA_RETURN_IF_ERROR(CheckUp(kOp));
   if (!caps().one_sided || caps().max_outstanding_reads == 0) {
     return Status(Code::kInvalid,
-                  Message(kOp, "profile '" + caps().profile + "' allows no RDMA READ"));
+                  PostMessage(kOp, "profile '" + caps().profile + "' allows no RDMA READ"));
   }
   MCDMA_ASSIGN_OR_RETURN(uint64_t region_id, core_->registry.CheckLocal(kOp, dst));
-  MCDMA_RETURN_IF_ERROR(CheckLength(kOp, dst.length, caps().max_read_bytes, "max_read_bytes"));
-  MCDMA_RETURN_IF_ERROR(CheckRoom(kOp, send_outstanding_));
+  MCDMA_RETURN_IF_ERROR(CheckPostLength(kOp, dst.length, caps().max_read_bytes, "max_read_bytes"));
+  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, send_outstanding_, caps().max_outstanding));
   if (reads_outstanding_ >= caps().max_outstanding_reads) {
-    return Status(Code::kBusy, Message(kOp, "max_outstanding_reads (" +
-                                                std::to_string(caps().max_outstanding_reads) +
-                                                ") READs in flight; reap completions first"));
+    return Status(Code::kBusy, PostMessage(kOp, "max_outstanding_reads (" +
+                                                    std::to_string(caps().max_outstanding_reads) +
+                                                    ") READs in flight; reap completions first"));
   }
   core_->io.Post(shared_, {.wr_id = wr_id,
                            .op = WorkOp::kRead,

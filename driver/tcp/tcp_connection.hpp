@@ -59,8 +59,6 @@ class TcpConnection final : public Connection {
 
  private:
   Status CheckUp(const char* op) const;
-  Status CheckLength(const char* op, uint64_t length, uint64_t limit, const char* limit_name) const;
-  Status CheckRoom(const char* op, uint32_t queued) const;
 
   std::shared_ptr<DeviceCore> core_;
   std::shared_ptr<ConnShared> shared_;

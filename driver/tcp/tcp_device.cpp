@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "driver/post_checks.hpp"
 #include "driver/tcp/tcp_connection.hpp"
 #include "driver/tcp/tcp_frame.hpp"
 #include "driver/tcp/tcp_transport.hpp"
@@ -165,21 +166,7 @@ class TcpDeviceImpl final : public TcpDevice {
 Result<std::unique_ptr<MemoryRegion>> TcpDeviceImpl::Register(std::byte* addr, uint64_t length,
                                                               uint32_t access) {
   const Caps& caps = core_->caps;
-  if (addr == nullptr || length == 0) {
-    return Status(Code::kInvalid, "Register: empty range (null address or zero length)");
-  }
-  if ((access & ~kKnownAccess) != 0) {
-    return Status(Code::kInvalid, "Register: unknown access bits");
-  }
-  if (length > std::numeric_limits<uintptr_t>::max() - reinterpret_cast<uintptr_t>(addr)) {
-    return Status(Code::kInvalid, "Register: range wraps the address space");
-  }
-  if (length > caps.max_registration_bytes) {
-    return Status(Code::kInvalid, "Register: " + std::to_string(length) +
-                                      " bytes exceeds max_registration_bytes (" +
-                                      std::to_string(caps.max_registration_bytes) +
-                                      "); split the buffer");
-  }
+  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps));
   auto region = std::make_unique<TcpRegion>(core_);
   MCDMA_RETURN_IF_ERROR(region->Add(addr, length, access));
   return std::unique_ptr<MemoryRegion>(std::move(region));
