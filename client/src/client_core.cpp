@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "mcdma_internal/coded_status.hpp"
 #include "mcdma_internal/wait.hpp"
 
 namespace mcdma::internal {
@@ -32,13 +33,7 @@ std::string ProgramName() {
 Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return Status::Ok();
   const std::string& m = s.error_message();
-  auto colon = m.find(':');
-  if (colon != std::string::npos) {
-    Code c = CodeFromName(m.substr(0, colon));
-    if (c != Code::kInternal || m.compare(0, colon, "INTERNAL") == 0) {
-      return Status(c, m.substr(std::min(m.size(), colon + 2)));
-    }
-  }
+  if (auto coded = StatusFromCodedMessage(m)) return *std::move(coded);
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return Status(Code::kUnavailable, "mcdma-rpcd is not reachable: " + m);

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <utility>
 
+#include "mcdma_internal/coded_status.hpp"
+
 namespace mcdma::tools {
 namespace {
 
@@ -30,14 +32,6 @@ Code FromGrpc(grpc::StatusCode code) {
 
 // The daemon's own errors read "CODE_NAME: message"; gRPC's transport errors
 // never start with one of mcdma's code names.
-std::optional<Status> DaemonError(const std::string& message) {
-  const size_t colon = message.find(": ");
-  if (colon == std::string::npos) return std::nullopt;
-  const std::string_view name(message.data(), colon);
-  const Code code = CodeFromName(name);
-  if (code == Code::kOk || (code == Code::kInternal && name != "INTERNAL")) return std::nullopt;
-  return Status(code, message.substr(colon + 2));
-}
 
 }  // namespace
 
@@ -61,7 +55,7 @@ Result<Reply> AdminClient::Invoke(Method method, const Request& request) {
   if (status.ok()) return reply;
   // An unknown method is gRPC's answer, not the daemon's, whatever its text.
   if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
-    if (auto refused = DaemonError(status.error_message())) {
+    if (auto refused = StatusFromCodedMessage(status.error_message())) {
       last_error_from_daemon_ = true;
       return *std::move(refused);
     }

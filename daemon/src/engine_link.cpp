@@ -24,9 +24,6 @@ constexpr uint64_t kMaxBacklogBytes = 256ULL << 20;
 // The largest echo (mcdmactl link test) a peer may send.
 constexpr uint32_t kMaxEchoBytes = 64U << 20;
 
-std::span<const std::byte> AsBytes(std::string_view s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
 }  // namespace
 
 Result<std::unique_ptr<driver::Endpoint>> Engine::CreateLinkEndpoint() {

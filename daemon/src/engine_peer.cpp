@@ -19,12 +19,6 @@ std::string EncodeAccess(uint32_t rkey, uint64_t addr) {
   return out;
 }
 
-std::string_view AsText(std::span<const std::byte> b) {
-  return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
-std::span<const std::byte> AsBytes(std::string_view s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
 }  // namespace
 
 Result<Registration> RegisterPieces(driver::Device& device, std::byte* addr, uint64_t length,

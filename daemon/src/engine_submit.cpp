@@ -11,10 +11,6 @@ namespace mcdma::daemon {
 namespace {
 constexpr uint32_t kBatchPerSession = 64;
 
-std::span<const std::byte> AsBytes(std::string_view s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
-
 std::string Range(uint64_t off, uint64_t len) {
   return "[" + std::to_string(off) + ", " + std::to_string(off) + "+" + std::to_string(len) + ")";
 }

@@ -9,7 +9,9 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "driver/transport.hpp"
@@ -18,6 +20,14 @@
 namespace mcdma::daemon {
 
 using Clock = std::chrono::steady_clock;
+
+// Views of the same bytes as text or as bytes (payloads, messages).
+inline std::span<const std::byte> AsBytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+inline std::string_view AsText(std::span<const std::byte> b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
 
 // Memory registered with one transport device in pieces of at most the
 // device's registration limit.

@@ -1,5 +1,6 @@
 #include "peer/peer_channel.hpp"
 
+#include "mcdma_internal/coded_status.hpp"
 #include "mcdma_internal/peer_auth.hpp"
 
 namespace mcdma::daemon {
@@ -14,12 +15,8 @@ std::chrono::system_clock::time_point Deadline(std::chrono::milliseconds timeout
 Status FromPeerGrpc(const grpc::Status& s, const std::string& peer) {
   if (s.ok()) return Status::Ok();
   const std::string& m = s.error_message();
-  auto colon = m.find(':');
-  if (colon != std::string::npos) {
-    Code c = CodeFromName(m.substr(0, colon));
-    if (c != Code::kInternal || m.compare(0, colon, "INTERNAL") == 0) {
-      return Status(c, "peer '" + peer + "': " + m.substr(std::min(m.size(), colon + 2)));
-    }
+  if (auto coded = StatusFromCodedMessage(m)) {
+    return Status(coded->code(), "peer '" + peer + "': " + coded->message());
   }
   switch (s.error_code()) {
     case grpc::StatusCode::UNAUTHENTICATED:
