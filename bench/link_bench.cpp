@@ -32,6 +32,8 @@ int RunChild(bench::LinkRoleOptions& options) {
       {"tcp-client", bench::RunTcpEchoClient},
       {"tcp-spin-server", bench::RunTcpSpinEchoServer},
       {"tcp-spin-client", bench::RunTcpSpinEchoClient},
+      {"tcp-relay-server", bench::RunTcpRelayServer},
+      {"tcp-relay-client", bench::RunTcpRelayClient},
       {"grpc-tcp-server", bench::RunGrpcTcpServer},
       {"grpc-tcp-client", bench::RunGrpcTcpClient},
       {"zmq-server", bench::RunZmqServer},

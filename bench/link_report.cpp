@@ -142,6 +142,28 @@ std::vector<LinkTarget> EvaluateLinkTargets(const CallRows& calls,
   return targets;
 }
 
+std::string RelayFloorLine(const CallRows& calls, const std::vector<size_t>& payloads) {
+  std::string parts;
+  for (size_t p : payloads) {
+    const Row* d = FindCall(calls, "daemon", p);
+    const Row* relay = FindCall(calls, "tcprelay", p);
+    const Row* spin = FindCall(calls, "tcpspin", p);
+    if (relay == nullptr || spin == nullptr || !relay->ok || !spin->ok ||
+        spin->summary.p50_us <= 0 || relay->summary.p50_us <= 0) {
+      continue;
+    }
+    parts += (parts.empty() ? "" : ", ") + FormatBytes(p) + ": relays " +
+             Fixed(relay->summary.p50_us / spin->summary.p50_us, 2) + "x spinning TCP";
+    if (d != nullptr && d->ok) {
+      parts += ", daemon " + Fixed(d->summary.p50_us / relay->summary.p50_us, 2) + "x relays";
+    }
+  }
+  if (parts.empty()) return "";
+  return "floor: one relay process per host, nothing else (tcprelay p50 / tcpspin p50; daemon "
+         "p50 / tcprelay p50): " +
+         parts;
+}
+
 void PrintCallTable(FILE* out, const CallRows& calls) {
   fprintf(out, "%-32s %-10s %-8s %10s %10s %14s\n", "mechanism", "transport", "payload", "p50 us",
           "p99 us", "p50 / daemon");

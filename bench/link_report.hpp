@@ -44,6 +44,10 @@ struct LinkTarget {
 std::vector<LinkTarget> EvaluateLinkTargets(const CallRows& calls,
                                             const std::vector<size_t>& payloads,
                                             const std::vector<BulkRow>& bulk);
+// "floor: ..." — what one relay process per host costs on this machine
+// (tcprelay p50 / tcpspin p50) and how far the daemon is above that floor
+// (daemon p50 / tcprelay p50), per payload; empty without those rows.
+std::string RelayFloorLine(const CallRows& calls, const std::vector<size_t>& payloads);
 
 void PrintCallTable(FILE* out, const CallRows& calls);
 void PrintBulkTable(FILE* out, const std::vector<BulkRow>& bulk);

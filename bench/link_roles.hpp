@@ -40,6 +40,12 @@ int RunTcpEchoServer(const LinkRoleOptions& options);
 int RunTcpEchoClient(const LinkRoleOptions& options);
 int RunTcpSpinEchoServer(const LinkRoleOptions& options);
 int RunTcpSpinEchoClient(const LinkRoleOptions& options);
+// The spinning ping-pong through one relay process per host, the shape of
+// any per-host daemon design: client -> (Unix socket) -> relay on A ->
+// (TCP) -> relay on B -> (Unix socket) -> echo server, every read spinning
+// then blocking. Each role forks its second process.
+int RunTcpRelayServer(const LinkRoleOptions& options);
+int RunTcpRelayClient(const LinkRoleOptions& options);
 // gRPC unary echo (bench/echo.proto) over TCP.
 int RunGrpcTcpServer(const LinkRoleOptions& options);
 int RunGrpcTcpClient(const LinkRoleOptions& options);

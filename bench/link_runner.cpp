@@ -25,6 +25,9 @@ const CallMechanism kCalls[] = {
     {"tcp", "raw TCP ping-pong", "tcp", "tcp-server", "tcp-client"},
     // Part of "tcp": the same with the daemon's wait policy (spin, then block).
     {"tcpspin", "raw TCP ping-pong, spin 50us", "tcp", "tcp-spin-server", "tcp-spin-client"},
+    // Diagnostic, in no target: the same through one relay process per
+    // host, the floor of any per-host daemon design on this machine.
+    {"tcprelay", "raw TCP via 2 relays, spin 50us", "tcp", "tcp-relay-server", "tcp-relay-client"},
     {"grpc", "gRPC unary over TCP", "grpc-tcp", "grpc-tcp-server", "grpc-tcp-client"},
     {"zmq", "ZeroMQ REQ/REP", "zmq-tcp", "zmq-server", "zmq-client"},
 };
@@ -216,6 +219,7 @@ int RunLinkBench(const LinkOptions& options, const LinkPlan& plan, LinkRunInfo i
   if (calls && Has(options.mechanisms, "tcp")) {
     runner.Calls(Mechanism("tcp"), {}, {}, ready);
     runner.Calls(Mechanism("tcpspin"), {}, {}, ready);
+    runner.Calls(Mechanism("tcprelay"), {}, {}, ready);
   }
   if (calls && Has(options.mechanisms, "grpc")) runner.Calls(Mechanism("grpc"), {}, {}, ready);
   if (calls && Has(options.mechanisms, "zmq")) {
@@ -276,6 +280,9 @@ int RunLinkBench(const LinkOptions& options, const LinkPlan& plan, LinkRunInfo i
   std::vector<LinkTarget> targets = EvaluateLinkTargets(runner.calls, plan.payloads, runner.bulk);
   printf("\n");
   for (const LinkTarget& t : targets) printf("%s\n", t.line.c_str());
+  if (std::string floor = RelayFloorLine(runner.calls, plan.payloads); !floor.empty()) {
+    printf("%s\n", floor.c_str());
+  }
   fflush(stdout);
 
   if (!options.json.empty()) {

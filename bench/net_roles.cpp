@@ -6,10 +6,12 @@
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "baselines.hpp"
 #include "link_roles.hpp"
@@ -217,6 +219,99 @@ int RunTcpSpinEchoClient(const LinkRoleOptions& options) {
   mcdma::Status st = SetNoDelay(conn->get());
   if (!st.ok()) return FailRole(options, st);
   return TimeFrames(options, conn->get(), kSpin);
+}
+
+namespace {
+
+// One relay hop of the tcprelay row: each frame from `down` goes to `up`,
+// and the one frame that answers it comes back, with the spin-then-block
+// wait on both reads. Ends when `down` closes between frames.
+mcdma::Status RelayFrames(int down, int up) {
+  std::vector<std::byte> buf;
+  for (;;) {
+    auto request = ReadFrame(down, buf, kSpin);
+    if (!request.ok() && request.status().code() == mcdma::Code::kPeerGone) {
+      return mcdma::Status::Ok();
+    }
+    MCDMA_RETURN_IF_ERROR(request.status());
+    MCDMA_RETURN_IF_ERROR(WriteAll(up, buf.data(), sizeof(uint32_t) + *request));
+    MCDMA_ASSIGN_OR_RETURN(uint32_t reply, ReadFrame(up, buf, kSpin));
+    MCDMA_RETURN_IF_ERROR(WriteAll(down, buf.data(), sizeof(uint32_t) + reply));
+  }
+}
+
+// Runs `child` in a forked process that shares this one's network
+// namespace, keeps one end of a Unix socket pair for itself and gives the
+// other to `child` (both with the role's timeouts). Returns the parent's end
+// and the child's pid.
+template <typename Child>
+mcdma::Result<std::pair<Fd, pid_t>> ForkWithPair(const LinkRoleOptions& options, Child&& child) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return SysError("socketpair");
+  Fd mine(sv[0]);
+  Fd theirs(sv[1]);
+  for (int fd : {sv[0], sv[1]}) {
+    MCDMA_RETURN_IF_ERROR(SetSocketTimeouts(fd, std::chrono::milliseconds(options.run_limit_ms)));
+  }
+  fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return SysError("fork");
+  if (pid == 0) {
+    mine.Reset();
+    // The orchestrator reads the ready pipe to its end: only the role's
+    // own process may hold it.
+    if (options.ready_fd >= 0) close(options.ready_fd);
+    _exit(child(theirs.get()));
+  }
+  return std::make_pair(std::move(mine), pid);
+}
+
+// The exit code of both processes: `own` unless the child failed.
+int JoinChild(const LinkRoleOptions& options, pid_t pid, int own) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return own;
+  return FailRole(options,
+                  mcdma::Status(mcdma::Code::kInternal, "relay child process failed (wait status " +
+                                                            std::to_string(status) + ")"));
+}
+
+}  // namespace
+
+// Host B: a relay process (this one) on the TCP side, the echo server as a
+// forked process behind a Unix socket pair, like a daemon and its app.
+int RunTcpRelayServer(const LinkRoleOptions& options) {
+  uint16_t port = 0;
+  auto listener = ListenTcp(options.address, &port);
+  if (!listener.ok()) return FailRole(options, listener.status());
+  auto app = ForkWithPair(options, [&](int fd) { return EchoFrames(options, fd, kSpin); });
+  if (!app.ok()) return FailRole(options, app.status());
+  SignalReadyPort(options.ready_fd, port);
+  mcdma::Status st = [&]() -> mcdma::Status {
+    MCDMA_ASSIGN_OR_RETURN(Fd conn, AcceptClient(options, listener->get(), true));
+    return RelayFrames(conn.get(), app->first.get());
+  }();
+  app->first.Reset();  // the echo server sees EOF and ends
+  return JoinChild(options, app->second, st.ok() ? 0 : FailRole(options, st));
+}
+
+// Host A: the timing client (this process) behind a Unix socket pair, the
+// relay to host B as a forked process.
+int RunTcpRelayClient(const LinkRoleOptions& options) {
+  auto conn = ConnectTcp(options.address, std::chrono::milliseconds(options.timeout_ms));
+  if (!conn.ok()) return FailRole(options, conn.status());
+  mcdma::Status st = SetNoDelay(conn->get());
+  if (!st.ok()) return FailRole(options, st);
+  auto relay = ForkWithPair(options, [&](int fd) {
+    mcdma::Status relayed = RelayFrames(fd, conn->get());
+    return relayed.ok() ? 0 : FailRole(options, relayed);
+  });
+  if (!relay.ok()) return FailRole(options, relay.status());
+  conn->Reset();  // the relay owns the TCP connection now
+  int own = TimeFrames(options, relay->first.get(), kSpin);
+  relay->first.Reset();
+  return JoinChild(options, relay->second, own);
 }
 
 int RunGrpcTcpServer(const LinkRoleOptions& options) {
