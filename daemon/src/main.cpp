@@ -48,6 +48,12 @@ int Main(int argc, char** argv) {
   app.add_option("--link-timeout-ms", flags.link_timeout_ms,
                  "heartbeat silence that takes a link down");
   app.add_option("--reconnect-max-ms", flags.reconnect_max_ms, "longest reconnect backoff");
+  app.add_option("--verbs-device", flags.verbs_device,
+                 "RDMA device for verbs links (default: the first with an ACTIVE port)");
+  app.add_option("--verbs-interface", flags.verbs_interface,
+                 "interface peers are reached on (its RoCE v2 GID is used)");
+  app.add_option("--verbs-profile", flags.verbs_profile,
+                 "device profile: linux-rc, mcdma-cx5, apple-tb5 (default: detected)");
   bool check_only = false;
   app.add_flag("--check", check_only,
                "validate the configuration and flags, print the result, exit");
@@ -83,6 +89,9 @@ int Main(int argc, char** argv) {
   if (given("--heartbeat-ms")) options.heartbeat_ms = flags.heartbeat_ms;
   if (given("--link-timeout-ms")) options.link_timeout_ms = flags.link_timeout_ms;
   if (given("--reconnect-max-ms")) options.reconnect_max_ms = flags.reconnect_max_ms;
+  if (given("--verbs-device")) options.verbs_device = flags.verbs_device;
+  if (given("--verbs-interface")) options.verbs_interface = flags.verbs_interface;
+  if (given("--verbs-profile")) options.verbs_profile = flags.verbs_profile;
   for (const std::string& text : peer_flags) {
     mcdma::daemon::PeerConfig peer;
     auto eq = text.find('=');

@@ -26,6 +26,17 @@ Setter Int(T& field) {
   };
 }
 
+// Also negative values (-1 = unset).
+Setter SignedInt(int32_t& field) {
+  return [&field](const toml::node& n, const std::string& key) -> Status {
+    auto v = n.value<int64_t>();
+    if (!v || *v < -1 || *v > 65535)
+      return Status(Code::kInvalid, key + ": expected an integer in [-1, 65535]");
+    field = static_cast<int32_t>(*v);
+    return Status::Ok();
+  };
+}
+
 Setter Str(std::string& field) {
   return [&field](const toml::node& n, const std::string& key) -> Status {
     auto v = n.value<std::string>();
@@ -67,6 +78,11 @@ std::map<std::string, Setter> Setters(Options& o) {
       {"tls.cert", Str(o.tls_cert)},
       {"tls.key", Str(o.tls_key)},
       {"tls.ca", Str(o.tls_ca)},
+      {"verbs.device", Str(o.verbs_device)},
+      {"verbs.port", Int(o.verbs_port)},
+      {"verbs.interface", Str(o.verbs_interface)},
+      {"verbs.gid_index", SignedInt(o.verbs_gid_index)},
+      {"verbs.profile", Str(o.verbs_profile)},
   };
 }
 
@@ -146,6 +162,13 @@ Status ValidatePeering(Options& o) {
   if (!o.tls_cert.empty() && o.tls_ca.empty())
     return Status(Code::kInvalid,
                   "tls.ca: required with tls.cert (peers' certificates are verified)");
+  if (o.verbs_port < 1 || o.verbs_port > 255)
+    return Status(Code::kInvalid, "verbs.port: must be in [1, 255]");
+  if (!o.verbs_profile.empty() && o.verbs_profile != "linux-rc" &&
+      o.verbs_profile != "mcdma-cx5" && o.verbs_profile != "apple-tb5") {
+    return Status(Code::kInvalid, "verbs.profile: '" + o.verbs_profile +
+                                      "' is not one of linux-rc, mcdma-cx5, apple-tb5");
+  }
   if (!o.peers.empty() && o.fabric_key.empty())
     return Status(Code::kInvalid, "fabric_key: required when peers are configured");
   std::set<std::string> names;

@@ -72,6 +72,19 @@ struct Options {
   uint32_t link_recv_slots = 64;         // receive slots per link
   uint32_t link_slot_bytes = 256 << 10;  // bytes per receive slot (message fragment)
   std::vector<PeerConfig> peers;
+
+  // ---- RDMA (the verbs transport) ----
+  // Device to use ("rxe0", "mlx5_0"); empty: the first with an ACTIVE port.
+  std::string verbs_device;
+  uint32_t verbs_port = 1;
+  // Interface peers are reached on; the GID is the RoCE v2 IPv4-mapped one
+  // on it. Empty: any interface.
+  std::string verbs_interface;
+  // GID index used when no RoCE v2 IPv4-mapped GID matches; -1: none.
+  int32_t verbs_gid_index = -1;
+  // Device profile ("linux-rc", "mcdma-cx5", "apple-tb5"); empty: detected.
+  // A stricter profile than the device's is honoured (DESIGN.md).
+  std::string verbs_profile;
 };
 
 // Parses "host[:port]" ("[v6]:port" for IPv6); port default `default_port`.
