@@ -6,6 +6,7 @@
 
 #include "admin_client.hpp"
 #include "command.hpp"
+#include "doctor_cmd.hpp"
 #include "fabric_key_cmd.hpp"
 #include "links_cmd.hpp"
 #include "mcdma/client.hpp"
@@ -66,7 +67,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
   CLI::App app{
       "mcdmactl: inspect the host's mcdma-rpcd (status, sessions, exports, buffers), manage its "
-      "links to peer hosts and its fabric key",
+      "links to peer hosts and its fabric key, check the host's setup (doctor)",
       "mcdmactl"};
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("mcdmactl ") + MCDMA_VERSION);
@@ -85,10 +86,12 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
   Action chosen;
   AddCommands(app, options, chosen);
-  // Commands that never talk to the daemon (--socket and --timeout are
-  // accepted but unused).
+  // Commands that make their own way to the daemon: `fabric-key` never
+  // talks to it (--socket and --timeout are accepted but unused); `doctor`
+  // may find its socket in the daemon's config and must run even without it.
   LocalCommand local;
   AddFabricKeyCommands(app, local);
+  AddDoctorCommand(app, options.socket, options.timeout_ms, local);
 
   try {
     app.parse(argc, argv);
