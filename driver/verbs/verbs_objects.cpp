@@ -1,5 +1,6 @@
 #include "driver/verbs/verbs_objects.hpp"
 
+#include <fcntl.h>
 #include <net/if.h>
 #include <openssl/rand.h>
 
@@ -132,10 +133,26 @@ Result<ProtectionDomain> ProtectionDomain::Create(const Context& ctx) {
   return pd;
 }
 
-Result<CompletionQueue> CompletionQueue::Create(const Context& ctx, int entries) {
+Result<CompletionChannel> CompletionChannel::Create(const Context& ctx) {
+  CompletionChannel c;
+  c.channel_.reset(ibv_create_comp_channel(ctx.get()));
+  if (!c.channel_) return VerbsError("ibv_create_comp_channel", ctx.name(), errno);
+  int flags = fcntl(c.fd(), F_GETFL);
+  if (flags < 0 || fcntl(c.fd(), F_SETFL, flags | O_NONBLOCK) != 0)
+    return VerbsError("fcntl(O_NONBLOCK) on the completion channel", ctx.name(), errno);
+  return c;
+}
+
+Result<CompletionQueue> CompletionQueue::Create(const Context& ctx, int entries,
+                                                const CompletionChannel* channel) {
   CompletionQueue cq;
-  cq.cq_.reset(ibv_create_cq(ctx.get(), entries, nullptr, nullptr, 0));
+  cq.cq_.reset(
+      ibv_create_cq(ctx.get(), entries, nullptr, channel != nullptr ? channel->get() : nullptr, 0));
   if (!cq.cq_) return VerbsError("ibv_create_cq", ctx.name(), errno);
+  if (channel != nullptr) {
+    if (int rc = ibv_req_notify_cq(cq.get(), 0); rc != 0)
+      return VerbsError("ibv_req_notify_cq", ctx.name(), rc);
+  }
   return cq;
 }
 
@@ -156,8 +173,8 @@ Result<QueuePair> QueuePair::Create(const ProtectionDomain& pd, const Completion
   init.qp_type = options.type;
   init.cap.max_send_wr = options.max_send_wr;
   init.cap.max_recv_wr = options.max_recv_wr;
-  init.cap.max_send_sge = 1;
-  init.cap.max_recv_sge = 1;
+  init.cap.max_send_sge = options.max_send_sge;
+  init.cap.max_recv_sge = options.max_recv_sge;
   init.cap.max_inline_data = options.max_inline;
   QueuePair qp;
   qp.qp_.reset(ibv_create_qp(pd.get(), &init));
@@ -213,13 +230,21 @@ Status QueuePair::ToRts(uint32_t psn) {
   attr.qp_state = IBV_QPS_RTS;
   attr.sq_psn = psn;
   attr.timeout = 14;
-  attr.retry_cnt = 7;
+  // 6, not 7: Soft-RoCE reads 7 as "retry forever", so a vanished peer
+  // would never complete a request (with timeout 14, ~67 ms per try).
+  attr.retry_cnt = 6;
   attr.rnr_retry = 7;
   attr.max_rd_atomic = options_.max_rd_atomic;
   int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
   if (options_.type == IBV_QPT_RC)
     mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
   return Modify(QpState::kRts, attr, mask);
+}
+
+Status QueuePair::ToError() {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  return Modify(QpState::kError, attr, IBV_QP_STATE);
 }
 
 uint32_t RandomPsn() {

@@ -53,9 +53,24 @@ class ProtectionDomain {
   std::unique_ptr<ibv_pd, VerbsDeleter<ibv_pd, ibv_dealloc_pd>> pd_;
 };
 
+// Where a CQ armed with ibv_req_notify_cq reports that it has completions;
+// its fd is made non-blocking so a waiter can poll() it with other fds.
+class CompletionChannel {
+ public:
+  static Result<CompletionChannel> Create(const Context& ctx);
+  ibv_comp_channel* get() const { return channel_.get(); }
+  int fd() const { return channel_->fd; }
+
+ private:
+  std::unique_ptr<ibv_comp_channel, VerbsDeleter<ibv_comp_channel, ibv_destroy_comp_channel>>
+      channel_;
+};
+
 class CompletionQueue {
  public:
-  static Result<CompletionQueue> Create(const Context& ctx, int entries);
+  // `channel` may be null (no events); with one, the CQ starts armed.
+  static Result<CompletionQueue> Create(const Context& ctx, int entries,
+                                        const CompletionChannel* channel = nullptr);
   ibv_cq* get() const { return cq_.get(); }
 
  private:
@@ -91,6 +106,8 @@ class QueuePair {
     uint32_t max_send_wr = 64;
     uint32_t max_recv_wr = 64;
     uint32_t max_inline = 0;
+    uint32_t max_send_sge = 1;
+    uint32_t max_recv_sge = 1;
     uint8_t max_rd_atomic = 1;
   };
   static Result<QueuePair> Create(const ProtectionDomain& pd, const CompletionQueue& send_cq,
@@ -106,6 +123,8 @@ class QueuePair {
   Status ToRtr(const QpEndpoint& remote, uint32_t path_mtu, uint8_t port, uint32_t gid_index);
   // RTR -> RTS with our starting PSN.
   Status ToRts(uint32_t psn);
+  // Any state -> ERROR: every posted request completes, flushed.
+  Status ToError();
 
  private:
   Status Modify(QpState to, ibv_qp_attr& attr, int mask);

@@ -1,0 +1,341 @@
+// The verbs device: opening and choosing a device, registrations, endpoints
+// and the thread that turns completion and async events into notifications.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "driver/post_checks.hpp"
+#include "driver/verbs/verbs_internal.hpp"
+
+namespace mcdma::driver::verbs {
+namespace {
+
+constexpr uint32_t kFrameBytes = 4096;  // apple-tb5: one SEND, one RECV, one frame
+
+int IbvAccess(uint32_t access) {
+  int flags = IBV_ACCESS_LOCAL_WRITE;
+  if ((access & kAccessRemoteRead) != 0) flags |= IBV_ACCESS_REMOTE_READ;
+  if ((access & kAccessRemoteWrite) != 0) flags |= IBV_ACCESS_REMOTE_WRITE;
+  return flags;
+}
+
+const char* PortStateName(PortState s) {
+  switch (s) {
+    case PortState::kActive:
+      return "ACTIVE";
+    case PortState::kDown:
+      return "DOWN";
+    case PortState::kInit:
+      return "INIT";
+    case PortState::kArmed:
+      return "ARMED";
+    case PortState::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+// What an async event most likely means, for the link's last_error.
+std::string AsyncMeaning(ibv_event_type type) {
+  switch (type) {
+    case IBV_EVENT_QP_FATAL:
+      return "QP fatal error (the device could not process a request; the link must be rebuilt)";
+    case IBV_EVENT_QP_REQ_ERR:
+      return "QP invalid request error (the peer sent a request this QP cannot take: mismatched "
+             "profiles or a protocol bug)";
+    case IBV_EVENT_QP_ACCESS_ERR:
+      return "QP access error (the peer touched memory outside what was granted)";
+    case IBV_EVENT_PATH_MIG_ERR:
+      return "path migration failed";
+    case IBV_EVENT_PORT_ERR:
+      return "port went down (cable pulled, or the interface was taken down)";
+    case IBV_EVENT_DEVICE_FATAL:
+      return "device fatal error (driver reset or device removed)";
+    default:
+      return ibv_event_type_str(type);
+  }
+}
+
+class EndpointImpl final : public Endpoint {
+ public:
+  EndpointImpl(DeviceImpl* device, QpResources res) : device_(device), res_(std::move(res)) {}
+  ~EndpointImpl() override {
+    std::lock_guard lock(device_->event_mutex());
+    res_ = QpResources{};
+  }
+  std::string LocalInfo() const override { return EncodeEndpoint(res_.local); }
+  Result<std::unique_ptr<Connection>> Connect(std::string_view remote_info) override {
+    MCDMA_ASSIGN_OR_RETURN(EndpointInfo remote, DecodeEndpoint(remote_info));
+    QpResources res = std::move(res_);
+    res_ = QpResources{};
+    return MakeConnection(device_, std::move(res), remote);
+  }
+
+ private:
+  DeviceImpl* device_;
+  QpResources res_;
+};
+
+}  // namespace
+
+AlignedBytes AllocateAligned(uint64_t bytes) {
+  uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t rounded = (bytes + page - 1) / page * page;
+  AlignedBytes p(static_cast<std::byte*>(std::aligned_alloc(page, rounded)));
+  if (p) std::memset(p.get(), 0, rounded);
+  return p;
+}
+
+VerbsRegion::VerbsRegion(DeviceImpl* device, Registration mr, uint64_t length, uint32_t access)
+    : device_(device), mr_(std::move(mr)), length_(length), access_(access) {}
+
+VerbsRegion::~VerbsRegion() { device_->ReleaseRegistration(); }
+
+Result<std::unique_ptr<VerbsDevice>> VerbsDevice::Open(const VerbsConfig& config) {
+  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceImpl> d, DeviceImpl::Create(config));
+  return std::unique_ptr<VerbsDevice>(std::move(d));
+}
+
+Result<std::unique_ptr<DeviceImpl>> DeviceImpl::Create(const VerbsConfig& config) {
+  MCDMA_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDevices());
+  if (names.empty()) {
+    return Status(
+        Code::kNotFound,
+        "no RDMA device (ibv_get_device_list found none; /sys/class/infiniband is empty)");
+  }
+  if (!config.device.empty()) {
+    if (std::find(names.begin(), names.end(), config.device) == names.end()) {
+      std::string all;
+      for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+      return Status(Code::kNotFound,
+                    "no RDMA device '" + config.device + "' (this host has: " + all + ")");
+    }
+    names = {config.device};
+  }
+  std::string looked;
+  for (const std::string& name : names) {
+    auto ctx = Context::Open(name);
+    if (!ctx.ok()) {
+      looked += (looked.empty() ? "" : "; ") + ctx.status().message();
+      continue;
+    }
+    auto info = ctx->Describe(config.port);
+    if (!info.ok()) {
+      looked += (looked.empty() ? "" : "; ") + info.status().message();
+      continue;
+    }
+    const PortInfo& port = info->ports.front();
+    if (port.state != PortState::kActive) {
+      looked += (looked.empty() ? "" : "; ") + name + " port " + std::to_string(config.port) +
+                " is " + PortStateName(port.state);
+      continue;
+    }
+    GidRule rule{config.interface, std::nullopt};
+    if (config.gid_index >= 0) rule.index = static_cast<uint32_t>(config.gid_index);
+    auto gid = ChooseGid(port, rule);
+    if (!gid.ok()) {
+      looked += (looked.empty() ? "" : "; ") + name + ": " + gid.status().message();
+      continue;
+    }
+    std::unique_ptr<DeviceImpl> d(new DeviceImpl());
+    d->config_ = config;
+    d->status_.detected_profile = DetectProfile(*info);
+    std::string profile = config.profile.empty() ? d->status_.detected_profile : config.profile;
+    MCDMA_ASSIGN_OR_RETURN(d->status_.caps, ProfileCaps(profile, *info));
+    d->status_.info = std::move(*info);
+    d->status_.gid = std::move(*gid);
+    d->ctx_ = std::move(*ctx);
+    MCDMA_ASSIGN_OR_RETURN(d->pd_, ProtectionDomain::Create(d->ctx_));
+    MCDMA_ASSIGN_OR_RETURN(d->channel_, CompletionChannel::Create(d->ctx_));
+    int afd = d->ctx_.get()->async_fd;
+    int flags = fcntl(afd, F_GETFL);
+    if (flags < 0 || fcntl(afd, F_SETFL, flags | O_NONBLOCK) != 0)
+      return VerbsError("fcntl(O_NONBLOCK) on the async event fd", name, errno);
+    d->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (d->wake_fd_ < 0) return VerbsError("eventfd", name, errno);
+    d->waiter_ = std::thread([dev = d.get()] { dev->Wait(); });
+    return d;
+  }
+  return Status(Code::kNotFound, "no usable RDMA device: " + looked);
+}
+
+DeviceImpl::~DeviceImpl() {
+  if (waiter_.joinable()) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+    waiter_.join();
+  }
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void DeviceImpl::SetNotifier(std::function<void()> notify) {
+  std::lock_guard lock(mu_);
+  notify_ = std::move(notify);
+}
+
+VerbsHighWater DeviceImpl::high_water() const {
+  return {hw_send_queue_.load(), hw_reads_.load(), hw_read_bytes_.load()};
+}
+
+void DeviceImpl::NoteSendQueue(uint32_t used, uint32_t reads, uint64_t read_bytes) {
+  auto raise = [](auto& hw, auto v) {
+    auto cur = hw.load(std::memory_order_relaxed);
+    while (v > cur && !hw.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+    }
+  };
+  raise(hw_send_queue_, used);
+  raise(hw_reads_, reads);
+  raise(hw_read_bytes_, read_bytes);
+}
+
+Result<std::unique_ptr<MemoryRegion>> DeviceImpl::Register(std::byte* addr, uint64_t length,
+                                                           uint32_t access) {
+  MCDMA_RETURN_IF_ERROR(
+      CheckRegisterRange(addr, length, access, kAccessRemoteRead | kAccessRemoteWrite, caps()));
+  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<VerbsRegion> r, RegisterOwn(addr, length, access));
+  return std::unique_ptr<MemoryRegion>(std::move(r));
+}
+
+Result<std::unique_ptr<VerbsRegion>> DeviceImpl::RegisterOwn(std::byte* addr, uint64_t length,
+                                                             uint32_t access) {
+  uint32_t limit = caps().max_registrations;
+  uint32_t n = registrations_.fetch_add(1) + 1;
+  if (limit != 0 && n > limit) {
+    registrations_.fetch_sub(1);
+    return Status(Code::kNoMemory, "Register: the device allows at most " + std::to_string(limit) +
+                                       " registrations (profile " + caps().profile + ")");
+  }
+  auto mr = Registration::Create(pd_, addr, length, IbvAccess(access), ctx_.name());
+  if (!mr.ok()) {
+    registrations_.fetch_sub(1);
+    return mr.status();
+  }
+  return std::make_unique<VerbsRegion>(this, std::move(*mr), length, access);
+}
+
+Result<std::unique_ptr<Endpoint>> DeviceImpl::CreateEndpoint() {
+  const Caps& c = caps();
+  const bool uc = !c.one_sided && c.profile == kProfileAppleTb5;
+  QpResources res;
+  uint32_t sq = c.max_outstanding;
+  uint32_t depth = std::max<uint32_t>(2, std::min(config_.ring_slots, c.max_outstanding));
+  uint64_t slot = uc ? kFrameBytes : std::max<uint32_t>(config_.ring_slot_bytes, kFrameBytes);
+  // The ring is one registration: shrink its slots to fit the limit.
+  slot = std::min<uint64_t>(slot, c.max_registration_bytes / depth / kFrameBytes * kFrameBytes);
+  if (slot <= kWireHeaderBytes) return Status(Code::kInvalid, "receive ring does not fit");
+  MCDMA_ASSIGN_OR_RETURN(res.cq,
+                         CompletionQueue::Create(ctx_, static_cast<int>(sq + depth), &channel_));
+  QueuePair::Options qo;
+  qo.type = uc ? IBV_QPT_UC : IBV_QPT_RC;
+  qo.max_send_wr = sq;
+  qo.max_recv_wr = depth;
+  qo.max_send_sge = 2;
+  qo.max_recv_sge = 1;
+  qo.max_rd_atomic = static_cast<uint8_t>(std::clamp<uint32_t>(c.max_outstanding_reads, 1, 16));
+  MCDMA_ASSIGN_OR_RETURN(res.qp, QueuePair::Create(pd_, res.cq, res.cq, qo, ctx_.name()));
+  int access = IBV_ACCESS_LOCAL_WRITE;
+  if (!uc) access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+  MCDMA_RETURN_IF_ERROR(res.qp.ToInit(config_.port, access));
+  res.ring_memory = AllocateAligned(depth * slot);
+  res.header_memory = AllocateAligned(uint64_t{sq} * kWireHeaderBytes);
+  if (!res.ring_memory || !res.header_memory)
+    return Status(Code::kNoMemory, "cannot allocate a verbs receive ring");
+  MCDMA_ASSIGN_OR_RETURN(res.ring, RegisterOwn(res.ring_memory.get(), depth * slot, 0));
+  MCDMA_ASSIGN_OR_RETURN(res.headers,
+                         RegisterOwn(res.header_memory.get(), uint64_t{sq} * kWireHeaderBytes, 0));
+  EndpointInfo& l = res.local;
+  l.unreliable = uc;
+  l.profile = c.profile;
+  l.device = ctx_.name();
+  l.qpn = res.qp.qpn();
+  l.psn = RandomPsn();
+  l.gid.resize(16);
+  ibv_gid gid{};
+  if (int rc = ibv_query_gid(ctx_.get(), config_.port, static_cast<int>(status_.gid.index), &gid);
+      rc != 0) {
+    return VerbsError("ibv_query_gid", ctx_.name(), rc);
+  }
+  std::memcpy(l.gid.data(), gid.raw, 16);
+  l.mtu = status_.info.ports.front().active_mtu;
+  l.slot_bytes = static_cast<uint32_t>(slot);
+  l.depth = depth;
+  l.max_outstanding = sq;
+  l.max_reads = c.max_outstanding_reads;
+  l.max_read_bytes = c.max_read_bytes;
+  l.max_transfer_bytes = c.max_transfer_bytes;
+  return std::unique_ptr<Endpoint>(std::make_unique<EndpointImpl>(this, std::move(res)));
+}
+
+std::string DeviceImpl::AsyncFailure(uint32_t qpn) {
+  std::lock_guard lock(mu_);
+  if (!port_failure_.empty()) return port_failure_;
+  auto it = qp_failures_.find(qpn);
+  return it == qp_failures_.end() ? "" : it->second;
+}
+
+void DeviceImpl::TakeCompletionEvents() {
+  std::function<void()> notify;
+  {
+    std::lock_guard lock(mu_);
+    ibv_cq* cq = nullptr;
+    void* cq_context = nullptr;
+    while (ibv_get_cq_event(channel_.get(), &cq, &cq_context) == 0) {
+      ibv_ack_cq_events(cq, 1);
+      (void)ibv_req_notify_cq(cq, 0);
+    }
+    notify = notify_;
+  }
+  if (notify) notify();
+}
+
+void DeviceImpl::TakeAsyncEvents() {
+  std::function<void()> notify;
+  {
+    std::lock_guard lock(mu_);
+    ibv_async_event ev{};
+    while (ibv_get_async_event(ctx_.get(), &ev) == 0) {
+      std::string meaning = std::string("async event ") + ibv_event_type_str(ev.event_type) + ": " +
+                            AsyncMeaning(ev.event_type);
+      switch (ev.event_type) {
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_PATH_MIG_ERR:
+          qp_failures_[ev.element.qp->qp_num] = meaning;
+          break;
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_DEVICE_FATAL:
+          port_failure_ = meaning;
+          break;
+        case IBV_EVENT_PORT_ACTIVE:
+          port_failure_.clear();
+          break;
+        default:
+          break;
+      }
+      ibv_ack_async_event(&ev);
+      async_epoch_.fetch_add(1, std::memory_order_release);
+    }
+    notify = notify_;
+  }
+  if (notify) notify();
+}
+
+void DeviceImpl::Wait() {
+  for (;;) {
+    pollfd fds[3] = {
+        {channel_.fd(), POLLIN, 0}, {ctx_.get()->async_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    int n = poll(fds, 3, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || (fds[2].revents & POLLIN) != 0) return;
+    if ((fds[0].revents & POLLIN) != 0) TakeCompletionEvents();
+    if ((fds[1].revents & POLLIN) != 0) TakeAsyncEvents();
+  }
+}
+
+}  // namespace mcdma::driver::verbs
