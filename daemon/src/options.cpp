@@ -164,8 +164,8 @@ Status ValidatePeering(Options& o) {
                   "tls.ca: required with tls.cert (peers' certificates are verified)");
   if (o.verbs_port < 1 || o.verbs_port > 255)
     return Status(Code::kInvalid, "verbs.port: must be in [1, 255]");
-  if (!o.verbs_profile.empty() && o.verbs_profile != "linux-rc" &&
-      o.verbs_profile != "mcdma-cx5" && o.verbs_profile != "apple-tb5") {
+  if (!o.verbs_profile.empty() && o.verbs_profile != "linux-rc" && o.verbs_profile != "mcdma-cx5" &&
+      o.verbs_profile != "apple-tb5") {
     return Status(Code::kInvalid, "verbs.profile: '" + o.verbs_profile +
                                       "' is not one of linux-rc, mcdma-cx5, apple-tb5");
   }
