@@ -21,6 +21,7 @@
 #include "mcdma_internal/sys.hpp"
 #include "peer/peer_plane.hpp"
 #include "service_notify.hpp"
+#include "verbs_support.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -87,16 +88,27 @@ Status RunDaemon(const Options& options) {
   // serves anything.
   std::shared_ptr<const FabricKey> key;
   std::unique_ptr<driver::Device> link_device;
+  VerbsOpened verbs;
+  verbs.info.reason = "peering is off (no fabric_key)";
   if (!options.fabric_key.empty()) {
     auto loaded = LoadFabricKey(options.fabric_key);
     if (!loaded.ok())
       return Status(loaded.status().code(), "fabric_key: " + loaded.status().message());
     key = std::make_shared<const FabricKey>(std::move(loaded).value());
     MCDMA_ASSIGN_OR_RETURN(link_device, CreateLinkDevice(options));
+    verbs = OpenVerbs(options);
+    if (verbs.device) {
+      log->info("verbs: {} port {} GID {} (index {}), profile {} (device is {}), MTU {}",
+                verbs.info.device, verbs.info.port, verbs.info.gid, verbs.info.gid_index,
+                verbs.info.profile, verbs.info.detected_profile, verbs.info.active_mtu);
+    } else {
+      log->info("verbs: not available: {}; links use tcp", verbs.info.reason);
+    }
   }
   MCDMA_RETURN_IF_ERROR(PrepareSocketPath(options.socket));
   MCDMA_ASSIGN_OR_RETURN(auto device, driver::loop::CreateLoopDevice());
-  Engine engine(options, std::move(device), std::move(link_device));
+  Engine engine(options, std::move(device), std::move(link_device), std::move(verbs.device),
+                verbs.info);
   MCDMA_RETURN_IF_ERROR(engine.Start());
 
   std::unique_ptr<PeerPlane> peers;
@@ -130,7 +142,9 @@ Status RunDaemon(const Options& options) {
   chmod(options.socket.c_str(), group ? 0660 : 0600);
   log->info("mcdma-rpcd {} serving on {} as host '{}' (transports: loop{})", MCDMA_VERSION,
             options.socket, options.host_id,
-            peers ? ", tcp; peers on " + peers->listen_address() : "; peering off: no fabric_key");
+            peers ? std::string(engine.has_verbs() ? ", verbs" : "") + ", tcp; peers on " +
+                        peers->listen_address()
+                  : "; peering off: no fabric_key");
   NotifyServiceManager("READY=1\nSTATUS=serving");
 
   std::atomic<bool> watchdog_stop{false};

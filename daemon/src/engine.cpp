@@ -12,14 +12,18 @@ constexpr auto kBacklogPoll = std::chrono::milliseconds(1);
 }  // namespace
 
 Engine::Engine(Options options, std::unique_ptr<driver::Device> device,
-               std::unique_ptr<driver::Device> link_device)
+               std::unique_ptr<driver::Device> link_device,
+               std::unique_ptr<driver::Device> verbs_device, LocalVerbsInfo verbs_info)
     : options_(std::move(options)),
       device_(std::move(device)),
-      link_device_(std::move(link_device)) {
-  // The link transport progresses on its own thread and rings us when a
+      link_device_(std::move(link_device)),
+      verbs_device_(std::move(verbs_device)),
+      verbs_info_(std::move(verbs_info)) {
+  // The link transports progress on threads of their own and ring us when a
   // connection has something to reap.
-  if (link_device_) {
-    link_device_->SetNotifier([this] {
+  for (driver::Device* d : {link_device_.get(), verbs_device_.get()}) {
+    if (d == nullptr) continue;
+    d->SetNotifier([this] {
       link_pending_.store(true);
       wait::Ring(cmd_bell_, /*shared=*/false);
     });

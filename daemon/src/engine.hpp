@@ -90,8 +90,11 @@ struct OpStats {
 class Engine {
  public:
   // `link_device` carries links to peers (tcp); null when peering is off.
+  // `verbs_device` carries verbs links; null without a usable RDMA device
+  // (`verbs_info` says why).
   Engine(Options options, std::unique_ptr<driver::Device> device,
-         std::unique_ptr<driver::Device> link_device = nullptr);
+         std::unique_ptr<driver::Device> link_device = nullptr,
+         std::unique_ptr<driver::Device> verbs_device = nullptr, LocalVerbsInfo verbs_info = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -136,7 +139,11 @@ class Engine {
 
   // ---- Links (engine_link.cpp, engine_peer.cpp); engine thread only ----
   bool has_link_device() const { return link_device_ != nullptr; }
-  Result<std::unique_ptr<driver::Endpoint>> CreateLinkEndpoint();
+  // `transport`: "tcp" or "verbs".
+  Result<std::unique_ptr<driver::Endpoint>> CreateLinkEndpoint(const std::string& transport);
+  bool has_verbs() const { return verbs_device_ != nullptr; }
+  // Fixed after construction: readable from any thread.
+  const LocalVerbsInfo& verbs_info() const { return verbs_info_; }
   // Takes over a connected link. An older link of the same (peer, origin) is
   // dropped first (its operations fail LINK_DOWN). Returns the link id.
   Result<uint64_t> InstallLink(const LinkSpec& spec, std::unique_ptr<driver::Connection> conn);
@@ -156,9 +163,10 @@ class Engine {
                              std::function<void(Result<std::string>)> done,
                              LinkSnapshot* used = nullptr);
   void CancelEcho(uint64_t seq);
-  // Peer plane, callee side: an app's export / service for `peer_host`.
+  // Peer plane, callee side: an app's export / service for `peer_host`,
+  // registered with the device of `transport` ("tcp" or "verbs").
   Status ResolveForPeer(const std::string& peer_host, const std::string& name,
-                        v1::PeerResolveExportReply* out);
+                        const std::string& transport, v1::PeerResolveExportReply* out);
   Result<uint64_t> LookupForPeer(const std::string& service) const;
   // Peer plane, caller side: records what a peer answered for a session.
   Result<ResolveInfo> AddPeerHandle(uint64_t session, PeerExport peer_export);
@@ -244,6 +252,8 @@ class Engine {
   std::unique_ptr<driver::Connection> local_;
   std::unique_ptr<driver::Connection> local_peer_;
   std::unique_ptr<driver::Device> link_device_;
+  std::unique_ptr<driver::Device> verbs_device_;
+  LocalVerbsInfo verbs_info_;
   std::map<uint64_t, std::unique_ptr<EngineLink>> links_;
   std::atomic<bool> link_pending_{false};        // set by the link transport's thread
   std::map<std::string, LinkStats> link_stats_;  // by peer + "/" + origin; never erased

@@ -279,6 +279,7 @@ void Engine::RemoveExport(const std::string& name, Code reason) {
   // Peers lose access now: their next access fails at our end, and they are
   // told so their in-flight transfers stop.
   e.peer_access.pieces.clear();
+  e.peer_access_verbs.pieces.clear();
   for (const std::string& peer : e.resolved_by) {
     if (EngineLink* l = LinkTo(peer)) {
       link_wire::Header h;

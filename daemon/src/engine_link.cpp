@@ -26,8 +26,13 @@ constexpr uint32_t kMaxEchoBytes = 64U << 20;
 
 }  // namespace
 
-Result<std::unique_ptr<driver::Endpoint>> Engine::CreateLinkEndpoint() {
+Result<std::unique_ptr<driver::Endpoint>> Engine::CreateLinkEndpoint(const std::string& transport) {
   if (!link_device_) return Status(Code::kUnavailable, "peering is off (no fabric key)");
+  if (transport == "verbs") {
+    if (!verbs_device_)
+      return Status(Code::kUnavailable, "no verbs transport here: " + verbs_info_.reason);
+    return verbs_device_->CreateEndpoint();
+  }
   return link_device_->CreateEndpoint();
 }
 
@@ -49,19 +54,38 @@ Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
   l->spec = spec;
   l->conn = std::move(conn);
   l->stats = &link_stats_[spec.peer + "/" + spec.origin];
+  l->verbs = spec.transport == "verbs";
+  l->device = l->verbs ? verbs_device_.get() : link_device_.get();
+  if (l->device == nullptr)
+    return Status(Code::kInvalid, "no device for a " + spec.transport + " link");
+  const driver::Caps& caps = l->conn->caps();
   l->slots = options_.link_recv_slots;
   l->slot_bytes = options_.link_slot_bytes;
+  // All slots are one registration: fewer of them where the device limits
+  // registrations (mcdma-cx5: 4 MiB), never fewer than 4.
+  uint64_t most = caps.max_registration_bytes / PageSize() * PageSize();
+  while (l->slots > 4 && uint64_t{2} * l->slots * l->slot_bytes > most) l->slots /= 2;
+  if (uint64_t{2} * l->slots * l->slot_bytes > most) {
+    l->slot_bytes = static_cast<uint32_t>(most / (2 * l->slots));
+  }
   l->fragment_bytes = l->slot_bytes;
   if (spec.peer_slot_bytes != 0) {
     if (spec.peer_slot_bytes <= link_wire::kHeaderBytes)
       return Status(Code::kInvalid, "peer's receive slots are too small");
     l->fragment_bytes = std::min(l->slot_bytes, spec.peer_slot_bytes);
   }
+  // The transport's own limit on one SEND (verbs: the peer's ring slots).
+  if (caps.max_message_bytes != 0) {
+    if (caps.max_message_bytes <= link_wire::kHeaderBytes)
+      return Status(Code::kInvalid, "the transport's messages are too small for a header");
+    l->fragment_bytes =
+        static_cast<uint32_t>(std::min<uint64_t>(l->fragment_bytes, caps.max_message_bytes));
+  }
   uint64_t bytes = RoundUpToPage(uint64_t{2} * l->slots * l->slot_bytes);
   l->memory.reset(static_cast<std::byte*>(std::aligned_alloc(PageSize(), bytes)));
   if (!l->memory) return Status(Code::kNoMemory, "cannot allocate link slots");
   MCDMA_ASSIGN_OR_RETURN(l->region,
-                         link_device_->Register(l->memory.get(), bytes, driver::kAccessLocal));
+                         l->device->Register(l->memory.get(), bytes, driver::kAccessLocal));
   for (uint32_t i = 0; i < l->slots; ++i) {
     Status st = l->conn->PostRecv(kRecvTag | i,
                                   {l->region.get(), uint64_t{i} * l->slot_bytes, l->slot_bytes});

@@ -198,7 +198,7 @@ Result<uint64_t> Engine::LookupForPeer(const std::string& service) const {
 }
 
 Status Engine::ResolveForPeer(const std::string& peer_host, const std::string& name,
-                              v1::PeerResolveExportReply* out) {
+                              const std::string& transport, v1::PeerResolveExportReply* out) {
   auto it = exports_.find(name);
   if (it == exports_.end() || it->second->revoked)
     return Status(Code::kNotFound, "no export '" + name + "' on host '" + options_.host_id + "'");
@@ -209,22 +209,26 @@ Status Engine::ResolveForPeer(const std::string& peer_host, const std::string& n
                   "export '" + name + "' is not granted to host '" + peer_host + "'");
   }
   if (!link_device_) return Status(Code::kUnavailable, "peering is off");
-  if (e.peer_access.empty()) {
+  const bool verbs = transport == "verbs";
+  if (verbs && !verbs_device_)
+    return Status(Code::kUnavailable, "no verbs transport here: " + verbs_info_.reason);
+  driver::Device& device = verbs ? *verbs_device_ : *link_device_;
+  Registration& reg = verbs ? e.peer_access_verbs : e.peer_access;
+  if (reg.empty()) {
     uint32_t access = (e.allow_read ? driver::kAccessRemoteRead : 0) |
                       (e.allow_write ? driver::kAccessRemoteWrite : 0);
     MCDMA_ASSIGN_OR_RETURN(
-        e.peer_access,
-        RegisterPieces(*link_device_, e.buffer->segment.data() + e.offset, e.length, access));
+        reg, RegisterPieces(device, e.buffer->segment.data() + e.offset, e.length, access));
   }
   e.resolved_by.insert(peer_host);
   out->set_export_id(e.id);
   out->set_length(e.length);
   out->set_allow_read(e.allow_read);
   out->set_allow_write(e.allow_write);
-  for (size_t i = 0; i < e.peer_access.pieces.size(); ++i) {
-    const auto& mr = e.peer_access.pieces[i];
+  for (size_t i = 0; i < reg.pieces.size(); ++i) {
+    const auto& mr = reg.pieces[i];
     auto* p = out->add_pieces();
-    p->set_offset(i * e.peer_access.piece_bytes);
+    p->set_offset(i * reg.piece_bytes);
     p->set_length(mr->length());
     p->set_access(EncodeAccess(mr->rkey(), mr->RemoteAddr(0)));
   }

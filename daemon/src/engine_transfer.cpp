@@ -115,7 +115,26 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
                 "' was resolved; resolve it again");
     return;
   }
-  if (buf->link.empty()) {
+  if (target->transport != (l->verbs ? "verbs" : "tcp")) {
+    Decline(s, d, Code::kRevoked,
+            "export '" + target->name + "' on '" + target->peer + "' was resolved for a " +
+                target->transport + " link; the link now uses " + (l->verbs ? "verbs" : "tcp") +
+                ": resolve it again");
+    return;
+  }
+  if (l->verbs && buf->verbs.empty()) {
+    // Registered with the RDMA device at its first use there: a profile
+    // that allows few registrations is not spent on buffers never sent.
+    auto reg =
+        RegisterPieces(*verbs_device_, buf->segment.data(), buf->size(), driver::kAccessLocal);
+    if (!reg.ok()) {
+      Decline(s, d, reg.status().code(),
+              "buffer " + std::to_string(buf->id) + ": " + reg.status().message());
+      return;
+    }
+    buf->verbs = std::move(reg).value();
+  }
+  if (!l->verbs && buf->link.empty()) {
     Decline(s, d, Code::kUnavailable,
             "buffer " + std::to_string(buf->id) +
                 " was allocated before peering started; allocate anew");
@@ -152,7 +171,9 @@ bool Engine::PostTransferPieces(TransferOp& op) {
     conn = link->conn.get();
   }
   const driver::Caps& caps = conn->caps();
-  const Registration& local_reg = op.link != 0 ? op.local->link : op.local->local;
+  const Registration& local_reg = link == nullptr ? op.local->local
+                                  : link->verbs   ? op.local->verbs
+                                                  : op.local->link;
   bool did = false;
   // The send queue's room: a link's receive slots sit in the other queue.
   auto queue_full = [&] {

@@ -38,8 +38,22 @@ struct LinkSpec {
   std::string peer;    // the peer's host id
   std::string origin;  // "out" (this host dialed) or "in"
   uint64_t generation = 0;
-  std::string peer_instance;     // the peer daemon's instance id
-  uint32_t peer_slot_bytes = 0;  // the peer's receive slot size (0: same as ours)
+  std::string peer_instance;      // the peer daemon's instance id
+  uint32_t peer_slot_bytes = 0;   // the peer's receive slot size (0: same as ours)
+  std::string transport = "tcp";  // "tcp" or "verbs": which link device it runs on
+};
+
+// The RDMA device this host's verbs links use, or why there is none.
+struct LocalVerbsInfo {
+  bool available = false;
+  std::string reason;  // when not available
+  std::string device;
+  uint32_t port = 0;
+  uint32_t gid_index = 0;
+  std::string gid;
+  std::string profile;           // in force
+  std::string detected_profile;  // what the device is
+  uint32_t active_mtu = 0;
 };
 
 // A snapshot for status displays.
@@ -61,7 +75,9 @@ struct EngineLink {
   uint64_t id = 0;
   LinkSpec spec;
   std::unique_ptr<driver::Connection> conn;
-  LinkStats* stats = nullptr;  // owned by the engine, outlives the link
+  driver::Device* device = nullptr;  // the link device the connection belongs to
+  bool verbs = false;                // device is the verbs device
+  LinkStats* stats = nullptr;        // owned by the engine, outlives the link
 
   // Receive slots [0, slots) then send slots [slots, 2 * slots), each
   // slot_bytes, in one page-aligned allocation registered as `region`.

@@ -66,6 +66,8 @@ struct BufferRecord {
   // Declared after segment: deregistered before it is unmapped.
   Registration local;
   Registration link;
+  // With the verbs device, made at the first transfer over a verbs link.
+  Registration verbs;
   Clock::time_point created;
 
   uint64_t size() const { return segment.size(); }
@@ -90,6 +92,7 @@ struct ExportRecord {
   // rights, made at the first resolution by a peer. Revocation destroys it,
   // so peers' accesses fail at once, whatever they hold.
   Registration peer_access;
+  Registration peer_access_verbs;  // the same for peers on verbs links
   // Peers that resolved it (told when it is revoked).
   std::set<std::string> resolved_by;
 };
@@ -99,7 +102,8 @@ struct PeerExport {
   std::string peer;
   std::string peer_instance;  // the peer daemon instance that granted it
   std::string name;
-  uint64_t export_id = 0;  // the peer's id
+  std::string transport = "tcp";  // the pieces are for links of this transport
+  uint64_t export_id = 0;         // the peer's id
   uint64_t length = 0;
   bool allow_read = false;
   bool allow_write = false;

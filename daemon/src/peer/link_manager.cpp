@@ -9,6 +9,7 @@
 #include "driver/tcp/tcp_transport.hpp"
 #include "mcdma_internal/sys.hpp"
 #include "peer/peer_util.hpp"
+#include "peer/transport_choice.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -127,13 +128,23 @@ bool LinkManager::Wait(Entry* e, std::chrono::milliseconds d) {
   return !stopping_ && !e->removed;
 }
 
+void LinkManager::OfferTransports(
+    google::protobuf::RepeatedPtrField<v1::PeerTransport>* out) const {
+  if (engine_.has_verbs()) {
+    v1::PeerTransport* v = out->Add();
+    v->set_name("verbs");
+    v->set_profile(engine_.verbs_info().profile);
+  }
+  out->Add()->set_name("tcp");
+}
+
 v1::PeerHelloRequest LinkManager::HelloRequest() const {
   v1::PeerHelloRequest req;
   req.add_protocol_versions(kProtocolVersion);
   req.set_host_id(options_.host_id);
   req.set_daemon_version(MCDMA_VERSION);
   req.add_capabilities("one-sided");
-  req.add_transports()->set_name("tcp");
+  OfferTransports(req.mutable_transports());
   req.set_instance_id(instance_id_);
   req.set_listen_port(listen_port_);
   return req;
@@ -208,22 +219,22 @@ Status LinkManager::ConnectOnce(Entry* e) {
                                       "', not '" + name + "'");
   }
   bool peer_tcp = false;
-  for (const auto& t : hello.transports()) peer_tcp |= t.name() == "tcp";
-  std::string reason;
-  if (e->config.transport == "verbs") {
-    return Status(Code::kInvalid,
-                  "transport \"verbs\" was asked for, but this daemon has no verbs transport "
-                  "(no RDMA device support built); use \"auto\" or \"tcp\"");
+  VerbsOffer peer_verbs;
+  for (const auto& t : hello.transports()) {
+    peer_tcp |= t.name() == "tcp";
+    if (t.name() == "verbs" && !peer_verbs.offered) peer_verbs = {true, t.profile()};
   }
-  if (!peer_tcp) return Status(Code::kInvalid, "peer '" + name + "' offers no tcp transport");
-  reason = e->config.transport == "tcp" ? "tcp asked for in config"
-                                        : "auto: no verbs transport on this host, using tcp";
+  MCDMA_ASSIGN_OR_RETURN(
+      TransportChoice choice,
+      ChooseTransport(e->config.transport, name, engine_.verbs_info(), peer_verbs, peer_tcp));
+  const bool verbs = choice.transport == "verbs";
   bool restarted = false;
   {
     std::lock_guard lock(mu_);
     restarted = NotePeerInstance(name, hello.instance_id(), hello.daemon_version());
-    e->transport = "tcp";
-    e->transport_reason = reason;
+    e->transport = choice.transport;
+    e->transport_reason = choice.reason;
+    e->verbs_path.Clear();
   }
   if (restarted) {
     (void)engine_.Run([&] {
@@ -231,7 +242,7 @@ Status LinkManager::ConnectOnce(Entry* e) {
       return 0;
     });
   }
-  auto ep = engine_.Run([this] { return engine_.CreateLinkEndpoint(); });
+  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(choice.transport); });
   if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
   MCDMA_RETURN_IF_ERROR(ep->status());
   std::unique_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
@@ -243,20 +254,26 @@ Status LinkManager::ConnectOnce(Entry* e) {
     generation = ++e->generation;
   }
   v1::PeerConnectRequest creq;
-  creq.set_transport("tcp");
-  creq.set_endpoint_info(endpoint->LocalInfo());
+  std::string local_info = endpoint->LocalInfo();
+  creq.set_transport(choice.transport);
+  creq.set_endpoint_info(local_info);
   creq.set_generation(generation);
   creq.set_slot_bytes(options_.link_slot_bytes);
   MCDMA_ASSIGN_OR_RETURN(v1::PeerConnectReply crep, ch->Connect(creq, rpc_timeout_));
-  MCDMA_ASSIGN_OR_RETURN(std::string host, HostOf(e->config.address));
-  MCDMA_ASSIGN_OR_RETURN(std::string remote,
-                         driver::tcp::RebaseEndpointInfo(crep.endpoint_info(), host));
+  std::string remote = crep.endpoint_info();
+  v1::VerbsPath path;
+  if (verbs) {
+    MCDMA_ASSIGN_OR_RETURN(path, DescribeVerbsPath(engine_.verbs_info(), local_info, remote));
+  } else {
+    MCDMA_ASSIGN_OR_RETURN(std::string host, HostOf(e->config.address));
+    MCDMA_ASSIGN_OR_RETURN(remote, driver::tcp::RebaseEndpointInfo(remote, host));
+  }
   auto conn = endpoint->Connect(remote);
   if (!conn.ok()) {
-    return Status(conn.status().code(),
-                  "data connection to '" + name + "' (" + remote + "): " + conn.status().message());
+    return Status(conn.status().code(), "data connection to '" + name + "' over " +
+                                            choice.transport + ": " + conn.status().message());
   }
-  LinkSpec spec{name, "out", generation, hello.instance_id(), crep.slot_bytes()};
+  LinkSpec spec{name, "out", generation, hello.instance_id(), crep.slot_bytes(), choice.transport};
   // Installed and recorded in one engine step: a link-down report (also on
   // the engine thread) cannot fall in between.
   auto installed = engine_.Run([&]() -> Status {
@@ -266,6 +283,7 @@ Status LinkManager::ConnectOnce(Entry* e) {
     e->link_id = id;
     e->link_lost = false;
     e->last_heartbeat = std::chrono::steady_clock::now();
+    e->verbs_path = path;
     SetState(e, "up");
     return Status::Ok();
   });

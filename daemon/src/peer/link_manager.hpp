@@ -89,6 +89,7 @@ class LinkManager {
     TimePoint retry_at{};
     std::string transport;
     std::string transport_reason;
+    v1::VerbsPath verbs_path;  // set while transport is "verbs"
     uint64_t generation = 0;
     uint64_t link_id = 0;  // engine link; 0 when none
     bool link_lost = false;
@@ -112,6 +113,8 @@ class LinkManager {
     std::string callback;  // host:port of its Peer service, as it told us
   };
 
+  // The transports this host offers in Hello, most preferred first.
+  void OfferTransports(google::protobuf::RepeatedPtrField<v1::PeerTransport>* out) const;
   void DialLoop(Entry* e);
   Status ConnectOnce(Entry* e);
   // Heartbeats until the link goes down; returns why.

@@ -81,13 +81,24 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
                                          const std::string& name) {
   MCDMA_RETURN_IF_ERROR(RequireUp(peer));
   MCDMA_ASSIGN_OR_RETURN(auto ch, ChannelFor(peer));
+  // Pieces for the transport the link runs on now (a later link over the
+  // other transport makes the handle fail REVOKED: resolve again).
+  std::string transport = "tcp";
+  {
+    std::lock_guard lock(mu_);
+    for (auto* table : {&out_, &in_}) {
+      auto it = table->find(peer);
+      if (it != table->end() && it->second->state == "up") transport = it->second->transport;
+    }
+  }
   v1::PeerResolveExportRequest req;
   req.set_name(name);
-  req.set_transport("tcp");
+  req.set_transport(transport);
   MCDMA_ASSIGN_OR_RETURN(v1::PeerResolveExportReply rep, ch->ResolveExport(req, rpc_timeout_));
   PeerExport pe;
   pe.peer = peer;
   pe.name = name;
+  pe.transport = transport;
   pe.export_id = rep.export_id();
   pe.length = rep.length();
   pe.allow_read = rep.allow_read();
@@ -181,6 +192,17 @@ void LinkManager::Fill(v1::LinksReply* out) {
   out->set_peering(true);
   out->set_listen(listen_address_.empty() ? options_.listen : listen_address_);
   out->set_fabric_key_fingerprint(key_->Fingerprint());
+  const LocalVerbsInfo& lv = engine_.verbs_info();
+  v1::LocalVerbs* v = out->mutable_verbs();
+  v->set_available(lv.available);
+  v->set_reason(lv.reason);
+  v->set_device(lv.device);
+  v->set_port(lv.port);
+  v->set_gid_index(lv.gid_index);
+  v->set_gid(lv.gid);
+  v->set_profile(lv.profile);
+  v->set_detected_profile(lv.detected_profile);
+  v->set_active_mtu(lv.active_mtu);
   auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mu_);
   for (auto* table : {&out_, &in_}) {
@@ -193,6 +215,7 @@ void LinkManager::Fill(v1::LinksReply* out) {
       li->set_transport_requested(e->config.transport);
       li->set_transport(e->transport);
       li->set_transport_reason(e->transport_reason);
+      if (e->transport == "verbs" && e->state == "up") *li->mutable_verbs() = e->verbs_path;
       li->set_generation(e->generation);
       li->set_rtt_us(e->rtt_us);
       li->set_rtt_avg_us(e->rtt_avg_us);

@@ -6,6 +6,7 @@
 #include "driver/tcp/tcp_transport.hpp"
 #include "peer/link_manager.hpp"
 #include "peer/peer_util.hpp"
+#include "peer/transport_choice.hpp"
 
 namespace mcdma::daemon {
 
@@ -33,7 +34,7 @@ v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerH
   rep.set_host_id(options_.host_id);
   rep.set_daemon_version(MCDMA_VERSION);
   rep.add_capabilities("one-sided");
-  rep.add_transports()->set_name("tcp");
+  OfferTransports(rep.mutable_transports());
   rep.set_instance_id(instance_id_);
   return rep;
 }
@@ -41,7 +42,8 @@ v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerH
 Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
                                                     const v1::PeerConnectRequest& req,
                                                     const std::string& source_ip) {
-  if (req.transport() != "tcp") {
+  const bool verbs = req.transport() == "verbs";
+  if (req.transport() != "tcp" && !(verbs && engine_.has_verbs())) {
     return Status(Code::kInvalid, "transport \"" + req.transport() + "\" is not offered here");
   }
   std::string instance;
@@ -67,15 +69,22 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
                                          "; reconnect with a higher one");
     }
   }
-  std::string remote_host = source_ip.empty() ? "127.0.0.1" : source_ip;
-  MCDMA_ASSIGN_OR_RETURN(std::string remote,
-                         driver::tcp::RebaseEndpointInfo(req.endpoint_info(), remote_host));
-  auto ep = engine_.Run([this] { return engine_.CreateLinkEndpoint(); });
+  std::string remote = req.endpoint_info();
+  if (!verbs) {
+    std::string remote_host = source_ip.empty() ? "127.0.0.1" : source_ip;
+    MCDMA_ASSIGN_OR_RETURN(remote, driver::tcp::RebaseEndpointInfo(remote, remote_host));
+  }
+  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(req.transport()); });
   if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
   MCDMA_RETURN_IF_ERROR(ep->status());
   std::shared_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
+  std::string local_info = endpoint->LocalInfo();
+  v1::VerbsPath path;
+  if (verbs) {
+    MCDMA_ASSIGN_OR_RETURN(path, DescribeVerbsPath(engine_.verbs_info(), local_info, remote));
+  }
   v1::PeerConnectReply rep;
-  rep.set_endpoint_info(endpoint->LocalInfo());
+  rep.set_endpoint_info(local_info);
   rep.set_generation(req.generation());
   rep.set_slot_bytes(options_.link_slot_bytes);
   uint64_t generation = req.generation();
@@ -87,8 +96,10 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     old_link = e->link_id;
     e->generation = generation;
     e->link_id = 0;
-    e->transport = "tcp";
+    e->config.transport = req.transport();
+    e->transport = req.transport();
     e->transport_reason = "chosen by the peer that dialed";
+    e->verbs_path = path;
     SetState(e, "connecting");
     // The data connection completes once the caller has our endpoint: on
     // a thread of its own, after this reply is sent.
@@ -104,7 +115,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     auto done = std::make_shared<std::atomic<bool>>(false);
     connectors_.push_back(
         {std::thread([this, e, endpoint, remote, host, instance, generation, done,
-                      remote_slot_bytes = req.slot_bytes()] {
+                      remote_slot_bytes = req.slot_bytes(), transport = req.transport()] {
            struct MarkDone {
              std::atomic<bool>& flag;
              ~MarkDone() { flag.store(true); }
@@ -112,7 +123,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
            auto conn = endpoint->Connect(remote);
            Status st = conn.status();
            if (st.ok()) {
-             LinkSpec spec{host, "in", generation, instance, remote_slot_bytes};
+             LinkSpec spec{host, "in", generation, instance, remote_slot_bytes, transport};
              // Installed and recorded in one engine step: a link-down
              // report (also on the engine thread) cannot fall in between.
              auto r = engine_.Run([&]() -> Status {

@@ -132,8 +132,10 @@ grpc::Status PeerServiceImpl::ResolveExport(grpc::ServerContext* ctx,
   auto caller = Caller(ctx);
   if (!caller.ok()) return Unauthenticated(caller.status().message());
   const std::string& host = *caller;
-  if (req->transport() != "tcp") return Malformed("resolve: unknown transport");
-  auto st = engine_.Run([&] { return engine_.ResolveForPeer(host, req->name(), rep); });
+  if (req->transport() != "tcp" && req->transport() != "verbs")
+    return Malformed("resolve: unknown transport");
+  auto st =
+      engine_.Run([&] { return engine_.ResolveForPeer(host, req->name(), req->transport(), rep); });
   if (!st) return ToGrpc(Status(Code::kUnavailable, "the daemon is stopping"));
   return ToGrpc(*st);
 }
