@@ -66,7 +66,7 @@ Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
   uint64_t most = caps.max_registration_bytes / PageSize() * PageSize();
   while (l->slots > 4 && uint64_t{2} * l->slots * l->slot_bytes > most) l->slots /= 2;
   if (uint64_t{2} * l->slots * l->slot_bytes > most) {
-    l->slot_bytes = static_cast<uint32_t>(most / (2 * l->slots));
+    l->slot_bytes = static_cast<uint32_t>(most / (uint64_t{2} * l->slots));
   }
   l->fragment_bytes = l->slot_bytes;
   if (spec.peer_slot_bytes != 0) {

@@ -92,9 +92,41 @@ AlignedBytes AllocateAligned(uint64_t bytes) {
 }
 
 VerbsRegion::VerbsRegion(DeviceImpl* device, Registration mr, uint64_t length, uint32_t access)
-    : device_(device), mr_(std::move(mr)), length_(length), access_(access) {}
+    : device_(device), mr_(std::move(mr)), length_(length), access_(access) {
+  device_->AddRegion(this);
+}
 
-VerbsRegion::~VerbsRegion() { device_->ReleaseRegistration(); }
+VerbsRegion::~VerbsRegion() {
+  device_->RemoveRegion(this);
+  device_->ReleaseRegistration();
+}
+
+void DeviceImpl::AddRegion(VerbsRegion* r) {
+  std::lock_guard lock(regions_mu_);
+  regions_[r->rkey()] = r;
+}
+
+void DeviceImpl::RemoveRegion(VerbsRegion* r) {
+  std::lock_guard lock(regions_mu_);
+  auto it = regions_.find(r->rkey());
+  if (it != regions_.end() && it->second == r) regions_.erase(it);
+}
+
+Code DeviceImpl::CheckRemote(uint32_t rkey, uint64_t addr, uint64_t length, uint32_t access,
+                             const VerbsRegion** region) {
+  std::lock_guard lock(regions_mu_);
+  auto it = regions_.find(rkey);
+  if (it == regions_.end() || (it->second->access() & access) != access) {
+    return Code::kPermissionDenied;
+  }
+  const VerbsRegion* r = it->second;
+  uint64_t base = r->RemoteAddr(0);
+  if (addr < base || addr - base > r->length() || length > r->length() - (addr - base)) {
+    return Code::kOutOfRange;
+  }
+  *region = r;
+  return Code::kOk;
+}
 
 Result<std::unique_ptr<VerbsDevice>> VerbsDevice::Open(const VerbsConfig& config) {
   MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceImpl> d, DeviceImpl::Create(config));
@@ -179,10 +211,11 @@ void DeviceImpl::SetNotifier(std::function<void()> notify) {
 }
 
 VerbsHighWater DeviceImpl::high_water() const {
-  return {hw_send_queue_.load(), hw_reads_.load(), hw_read_bytes_.load()};
+  return {hw_send_queue_.load(), hw_reads_.load(), hw_read_bytes_.load(), hw_send_bytes_.load()};
 }
 
-void DeviceImpl::NoteSendQueue(uint32_t used, uint32_t reads, uint64_t read_bytes) {
+void DeviceImpl::NoteSendQueue(uint32_t used, uint32_t reads, uint64_t read_bytes,
+                               uint64_t send_bytes) {
   auto raise = [](auto& hw, auto v) {
     auto cur = hw.load(std::memory_order_relaxed);
     while (v > cur && !hw.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
@@ -191,6 +224,7 @@ void DeviceImpl::NoteSendQueue(uint32_t used, uint32_t reads, uint64_t read_byte
   raise(hw_send_queue_, used);
   raise(hw_reads_, reads);
   raise(hw_read_bytes_, read_bytes);
+  raise(hw_send_bytes_, send_bytes);
 }
 
 Result<std::unique_ptr<MemoryRegion>> DeviceImpl::Register(std::byte* addr, uint64_t length,
@@ -242,12 +276,12 @@ Result<std::unique_ptr<Endpoint>> DeviceImpl::CreateEndpoint() {
   if (!uc) access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
   MCDMA_RETURN_IF_ERROR(res.qp.ToInit(config_.port, access));
   res.ring_memory = AllocateAligned(depth * slot);
-  res.header_memory = AllocateAligned(uint64_t{sq} * kWireHeaderBytes);
+  res.header_memory = AllocateAligned(uint64_t{sq} * kCtlBytes);
   if (!res.ring_memory || !res.header_memory)
     return Status(Code::kNoMemory, "cannot allocate a verbs receive ring");
   MCDMA_ASSIGN_OR_RETURN(res.ring, RegisterOwn(res.ring_memory.get(), depth * slot, 0));
   MCDMA_ASSIGN_OR_RETURN(res.headers,
-                         RegisterOwn(res.header_memory.get(), uint64_t{sq} * kWireHeaderBytes, 0));
+                         RegisterOwn(res.header_memory.get(), uint64_t{sq} * kCtlBytes, 0));
   EndpointInfo& l = res.local;
   l.unreliable = uc;
   l.profile = c.profile;

@@ -52,7 +52,7 @@ struct QpResources {
   QueuePair qp;
   AlignedBytes ring_memory;  // depth slots of slot_bytes
   std::unique_ptr<VerbsRegion> ring;
-  AlignedBytes header_memory;  // one kWireHeaderBytes header per send queue entry
+  AlignedBytes header_memory;  // kCtlBytes of headers per send queue entry
   std::unique_ptr<VerbsRegion> headers;
   EndpointInfo local;
   bool ring_posted = false;
@@ -85,7 +85,15 @@ class DeviceImpl final : public VerbsDevice {
   // `epoch` changes whenever a new async event arrived.
   std::string AsyncFailure(uint32_t qpn);
   uint64_t async_epoch() const { return async_epoch_.load(std::memory_order_acquire); }
-  void NoteSendQueue(uint32_t used, uint32_t reads, uint64_t read_bytes);
+  void NoteSendQueue(uint32_t used, uint32_t reads, uint64_t read_bytes, uint64_t send_bytes);
+  // Regions by rkey, for one-sided operations streamed by a peer whose
+  // profile has no RDMA READ/WRITE: the checks a NIC would make.
+  void AddRegion(VerbsRegion* r);
+  void RemoveRegion(VerbsRegion* r);
+  // kOk, or kPermissionDenied (unknown rkey, or `access` not granted) or
+  // kOutOfRange (outside the region); `at` is where the range starts.
+  Code CheckRemote(uint32_t rkey, uint64_t addr, uint64_t length, uint32_t access,
+                   const VerbsRegion** region);
 
  private:
   DeviceImpl() = default;
@@ -102,6 +110,9 @@ class DeviceImpl final : public VerbsDevice {
   std::atomic<uint32_t> hw_send_queue_{0};
   std::atomic<uint32_t> hw_reads_{0};
   std::atomic<uint64_t> hw_read_bytes_{0};
+  std::atomic<uint64_t> hw_send_bytes_{0};
+  std::mutex regions_mu_;
+  std::map<uint32_t, VerbsRegion*> regions_;  // by rkey; guarded by regions_mu_
 
   std::mutex mu_;
   std::function<void()> notify_;                 // guarded by mu_
@@ -111,6 +122,8 @@ class DeviceImpl final : public VerbsDevice {
   int wake_fd_ = -1;
   std::thread waiter_;
 };
+
+inline constexpr uint32_t kCtlBytes = 64;  // per send queue entry: wire + op header
 
 // Connect's second half: the connection over `res` to `remote`.
 Result<std::unique_ptr<Connection>> MakeConnection(DeviceImpl* device, QpResources res,

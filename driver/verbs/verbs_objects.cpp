@@ -229,9 +229,13 @@ Status QueuePair::ToRts(uint32_t psn) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTS;
   attr.sq_psn = psn;
-  attr.timeout = 14;
+  // 4.096 us * 2^16 = 268 ms per try, 7 tries: a peer that stops answering
+  // fails requests after about 2 s (heartbeats usually notice first); a
+  // busy responder (a loaded host, an emulated one) is not mistaken for a
+  // dead one.
+  attr.timeout = 16;
   // 6, not 7: Soft-RoCE reads 7 as "retry forever", so a vanished peer
-  // would never complete a request (with timeout 14, ~67 ms per try).
+  // would never complete a request.
   attr.retry_cnt = 6;
   attr.rnr_retry = 7;
   attr.max_rd_atomic = options_.max_rd_atomic;

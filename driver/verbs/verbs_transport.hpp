@@ -25,6 +25,13 @@
 // tells callers one less), at most max_outstanding_reads READs of at most
 // max_read_bytes each.
 //
+// Streamed one-sided operations. Where the profile has no RDMA READ/WRITE
+// (apple-tb5), PostWrite and PostRead still work: the operation travels as
+// SENDs (verbs_wire.hpp) and the peer's transport applies it to its
+// registrations with the checks a NIC makes (rkey known, right granted,
+// range inside), answering with the status. caps().one_sided stays false:
+// nothing is RDMA.
+//
 // Progress. A thread per device waits on the completion channel and the
 // async event fd and calls the notifier; Poll() does all the work on the
 // owner's thread. Async events (QP fatal, port down) and failed completions
@@ -67,6 +74,7 @@ struct VerbsHighWater {
   uint32_t send_queue = 0;
   uint32_t reads = 0;
   uint64_t largest_read = 0;
+  uint64_t largest_send = 0;  // bytes of one SEND on the wire, headers included
 };
 
 class VerbsDevice : public Device {

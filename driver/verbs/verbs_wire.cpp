@@ -130,7 +130,7 @@ Result<WireHeader> DecodeHeader(const std::byte* in, uint32_t received) {
   }
   WireHeader h;
   uint8_t type = static_cast<uint8_t>(in[0]);
-  if (type < 1 || type > 3)
+  if (type < 1 || type > 7)
     return Status(Code::kInvalid, "verbs message of unknown type " + std::to_string(type));
   if (static_cast<uint8_t>(in[1]) != kWireVersion)
     return Status(Code::kInvalid, "verbs message of another wire version");
@@ -145,8 +145,42 @@ Result<WireHeader> DecodeHeader(const std::byte* in, uint32_t received) {
                                       " payload bytes but " +
                                       std::to_string(received - kWireHeaderBytes) + " arrived");
   }
-  if (h.type != WireType::kData && h.length != 0)
+  if ((h.type == WireType::kHello || h.type == WireType::kCredit) && h.length != 0)
     return Status(Code::kInvalid, "verbs control message with a payload");
+  if (h.type != WireType::kHello && h.type != WireType::kCredit && h.type != WireType::kData &&
+      h.length < kOpHeaderBytes) {
+    return Status(Code::kInvalid, "streamed verbs operation without its operation header");
+  }
+  return h;
+}
+
+void EncodeOp(const OpHeader& h, std::byte* out) {
+  std::memset(out, 0, kOpHeaderBytes);
+  auto put = [&](size_t at, uint64_t v, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[at + i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+  };
+  put(0, h.op_id, 4);
+  put(4, h.rkey, 4);
+  put(8, h.addr, 8);
+  put(16, h.offset, 4);
+  put(20, h.total, 4);
+  put(24, h.status, 4);
+}
+
+OpHeader DecodeOp(const std::byte* in) {
+  auto get = [&](size_t at, size_t n) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(in[at + i])) << (8 * i);
+    return v;
+  };
+  OpHeader h;
+  h.op_id = static_cast<uint32_t>(get(0, 4));
+  h.rkey = static_cast<uint32_t>(get(4, 4));
+  h.addr = get(8, 8);
+  h.offset = static_cast<uint32_t>(get(16, 4));
+  h.total = static_cast<uint32_t>(get(20, 4));
+  h.status = static_cast<uint32_t>(get(24, 4));
   return h;
 }
 

@@ -41,9 +41,24 @@ Result<EndpointInfo> DecodeEndpoint(std::string_view bytes);
 // In front of every SEND. `posted` is the sender's running count of receive
 // slots it has posted for DATA and CREDIT messages since the connection
 // began (it only grows): the receiver's credits are posted - what it sent.
-enum class WireType : uint8_t { kHello = 1, kCredit = 2, kData = 3 };
+//
+// Profiles without RDMA READ/WRITE (apple-tb5) stream one-sided operations
+// as messages the peer's transport applies to its registrations, after the
+// same checks a NIC makes: WRITE_DATA chunks then a WRITE_ACK back;
+// READ_REQ, answered by READ_DATA chunks. Each carries an OpHeader after
+// the wire header.
+enum class WireType : uint8_t {
+  kHello = 1,
+  kCredit = 2,
+  kData = 3,
+  kWriteData = 4,
+  kWriteAck = 5,
+  kReadReq = 6,
+  kReadData = 7,
+};
 inline constexpr uint8_t kFlagSeenPeer = 1;  // HELLO: the sender has heard from us
 inline constexpr size_t kWireHeaderBytes = 16;
+inline constexpr size_t kOpHeaderBytes = 32;
 
 struct WireHeader {
   WireType type = WireType::kData;
@@ -51,6 +66,21 @@ struct WireHeader {
   uint32_t posted = 0;  // modulo 2^32
   uint32_t length = 0;  // payload bytes after the header
 };
+
+// A streamed one-sided operation: which (op_id, the requester's), where
+// (rkey and address as the target advertised them), this chunk's offset in
+// the operation and the operation's total length; status (a Code) in
+// WRITE_ACK and in a READ_DATA that refuses the read.
+struct OpHeader {
+  uint32_t op_id = 0;
+  uint32_t rkey = 0;
+  uint64_t addr = 0;
+  uint32_t offset = 0;
+  uint32_t total = 0;
+  uint32_t status = 0;
+};
+void EncodeOp(const OpHeader& h, std::byte* out);
+OpHeader DecodeOp(const std::byte* in);
 
 void EncodeHeader(const WireHeader& h, std::byte* out);
 // `received` is the byte count of the RECV: the payload must fit in it.

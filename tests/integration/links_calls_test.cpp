@@ -101,7 +101,7 @@ TEST_P(LinkCalls, ManyProcessesAndThreadsCallPeerServiceAllVerified) {
   std::cerr << "host-a link: " << LinkSummary(*la) << "\nhost-b link: " << LinkSummary(*lb) << "\n";
   EXPECT_EQ(la->state(), "up");
   EXPECT_EQ(lb->state(), "up");
-  EXPECT_EQ(la->transport(), "tcp");
+  EXPECT_EQ(la->transport(), transport());
   const v1::LinkCounters& ca = la->counters();
   const v1::LinkCounters& cb = lb->counters();
   EXPECT_GE(ca.calls_out(), kForwardCalls + kNotifies);

@@ -2,6 +2,8 @@
 // link, and `link test` runs byte-verified round trips over it.
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+
 #include "test_util.hpp"
 #include "two_hosts.hpp"
 
@@ -30,7 +32,7 @@ TEST_P(LinkCtl, LinksJsonDescribesBothEnds) {
   EXPECT_EQ(la.address(), b().listen());
   EXPECT_EQ(la.origin(), "config");
   EXPECT_EQ(la.state(), "up");
-  EXPECT_EQ(la.transport(), "tcp");
+  EXPECT_EQ(la.transport(), transport());
   EXPECT_EQ(la.generation(), 1u);
   EXPECT_TRUE(la.last_error().empty()) << la.last_error();
 
@@ -43,8 +45,24 @@ TEST_P(LinkCtl, LinksJsonDescribesBothEnds) {
   EXPECT_EQ(lb.peer(), "host-a");
   EXPECT_EQ(lb.origin(), "incoming");
   EXPECT_EQ(lb.state(), "up");
-  EXPECT_EQ(lb.transport(), "tcp");
+  EXPECT_EQ(lb.transport(), transport());
   EXPECT_EQ(lb.generation(), la.generation());
+  // Both ends' RDMA path, as each end sees it.
+  if (verbs()) {
+    EXPECT_TRUE(links_a->verbs().available()) << links_a->verbs().reason();
+    EXPECT_EQ(links_a->verbs().profile(), profile());
+    ASSERT_TRUE(la.has_verbs() && lb.has_verbs()) << raw;
+    EXPECT_EQ(la.verbs().profile(), profile());
+    EXPECT_EQ(la.verbs().device(), lb.verbs().peer_device());
+    EXPECT_EQ(la.verbs().peer_device(), lb.verbs().device());
+    EXPECT_EQ(la.verbs().gid(), lb.verbs().peer_gid());
+    EXPECT_EQ(la.verbs().local_qpn(), lb.verbs().peer_qpn());
+    EXPECT_GT(la.verbs().path_mtu(), 0u);
+    EXPECT_EQ(la.verbs().path_mtu(), std::min(la.verbs().local_mtu(), la.verbs().peer_mtu()));
+  } else {
+    EXPECT_FALSE(la.has_verbs()) << raw;
+    EXPECT_FALSE(links_a->verbs().reason().empty()) << "why there is no verbs transport";
+  }
   EXPECT_FALSE(lb.peer_instance().empty());
   // A link that came up once and never went down was never reconnected.
   for (const v1::LinkInfo* l : {&la, &lb}) {
@@ -90,7 +108,7 @@ TEST_P(LinkCtl, LinkTestRunsVerifiedRoundTrips) {
     po.ignore_unknown_fields = true;
     ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &reply, po).ok()) << json.out;
     EXPECT_EQ(reply.rtt_us_size(), 5) << json.out;
-    EXPECT_EQ(reply.transport(), "tcp") << json.out;
+    EXPECT_EQ(reply.transport(), transport()) << json.out;
     EXPECT_EQ(reply.generation(), 1u) << json.out;
     for (double rtt : reply.rtt_us()) EXPECT_GT(rtt, 0.0) << json.out;
   }

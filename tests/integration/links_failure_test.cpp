@@ -328,7 +328,7 @@ TEST_P(LinkFailure, KilledDialerComesBackUnderANewInstance) {
 
 TEST_P(LinkFailure, CutWireFailsInFlightOpsThenLinkComesBack) {
   if (!netns()) {
-    GTEST_SKIP() << "a loopback link cannot be cut; the netns variant covers this";
+    GTEST_SKIP() << "only the netns variant has a veth of its own to cut";
   }
   ASSERT_NO_FATAL_FAILURE(StartWorld());
   const uint64_t gen0 = Generation(a(), "host-b");

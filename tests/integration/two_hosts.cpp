@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -71,16 +72,29 @@ std::atomic<int> g_prefix_counter{0};
 }  // namespace
 
 std::string HostVariantName(const ::testing::TestParamInfo<HostVariant>& info) {
-  return info.param == HostVariant::kNetns ? "netns" : "loopback";
+  switch (info.param) {
+    case HostVariant::kNetns:
+      return "netns";
+    case HostVariant::kVerbs:
+      return "verbs";
+    case HostVariant::kLoopback:
+      break;
+  }
+  return "loopback";
 }
 
 void PrintTo(HostVariant v, std::ostream* os) {
-  *os << (v == HostVariant::kNetns ? "netns" : "loopback");
+  *os << HostVariantName(::testing::TestParamInfo<HostVariant>(v, 0));
 }
 
 void TwoHosts::SetUp() {
   REQUIRE_MCDMACTL();
   ASSERT_TRUE(dir_.ok()) << "mkdtemp failed: " << std::strerror(errno);
+  if (verbs() && std::getenv("MCDMA_VERBS_HOSTS") == nullptr) {
+    GTEST_SKIP() << "verbs variant: no Soft-RoCE devices here (MCDMA_VERBS_HOSTS is unset); it "
+                    "runs inside the Soft-RoCE VM (tests/verbs/run-vm-tests.sh, ctest "
+                    "Verbs.SoftRoce)";
+  }
   if (netns()) {
     if (IpPath().empty()) GTEST_SKIP() << "netns variant: no ip(8) (iproute2) on this machine";
     CommandResult check = RunCommand({"/bin/bash", kHostsScript, "check"}, Millis(10000));
@@ -102,10 +116,12 @@ void TwoHosts::SetUp() {
   a_.key = b_.key = key;
   if (netns()) {
     ASSERT_NO_FATAL_FAILURE(PrepareNetns());
+  } else if (verbs()) {
+    ASSERT_NO_FATAL_FAILURE(PrepareVerbs());
   } else {
     ASSERT_NO_FATAL_FAILURE(PrepareLoopback());
   }
-  a_.peers = {"host-b=" + b_.listen() + ",tcp"};
+  a_.peers = {"host-b=" + b_.listen() + "," + transport()};
   if (LinkAtSetUp()) {
     ASSERT_NO_FATAL_FAILURE(StartDaemons());
   }
@@ -119,6 +135,32 @@ void TwoHosts::PrepareLoopback() {
   a_.data_port = ports[1];
   b_.peer_port = ports[2];
   b_.data_port = ports[3];
+}
+
+// MCDMA_VERBS_HOSTS="DEV:IF:IP,DEV:IF:IP": host-a's device, interface and
+// address, then host-b's.
+void TwoHosts::PrepareVerbs() {
+  std::string spec = std::getenv("MCDMA_VERBS_HOSTS");
+  const char* profile = std::getenv("MCDMA_VERBS_PROFILE");
+  profile_ = profile != nullptr && *profile != '\0' ? profile : "linux-rc";
+  std::istringstream hosts(spec);
+  std::string one;
+  for (Host* h : {&a_, &b_}) {
+    ASSERT_TRUE(std::getline(hosts, one, ',')) << "MCDMA_VERBS_HOSTS: two entries, got " << spec;
+    std::istringstream parts(one);
+    std::string dev, netdev, ip;
+    ASSERT_TRUE(std::getline(parts, dev, ':') && std::getline(parts, netdev, ':') &&
+                std::getline(parts, ip))
+        << "MCDMA_VERBS_HOSTS entry is not DEV:IF:IP: " << one;
+    h->ip = ip;
+    h->peer_port = 7471;
+    h->data_port = 7472;
+    // The VM emulates its CPUs: peer calls under load take longer than the
+    // default 3 s link timeout (which also bounds Peer service calls).
+    h->extra = {"--verbs-device",  dev,      "--verbs-interface", netdev,
+                "--verbs-profile", profile_, "--link-timeout-ms", "8000",
+                "--heartbeat-ms",  "1000"};
+  }
 }
 
 void TwoHosts::PrepareNetns() {

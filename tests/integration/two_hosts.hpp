@@ -13,6 +13,14 @@
 //             host's daemon as usual. Skips, saying why, where `hosts.sh
 //             check` exits 77 (not root).
 //
+//   verbs     the two daemons linked over the verbs transport on two Soft-RoCE
+//             devices whose packets cross a veth pair: only inside the
+//             Soft-RoCE VM (tests/verbs/run-vm-tests.sh), which sets
+//             MCDMA_VERBS_HOSTS="rxe1:veth0:10.0.1.1,rxe2:veth1:10.0.1.2" and
+//             MCDMA_VERBS_PROFILE (forced on both daemons; default
+//             linux-rc). Elsewhere it skips, saying so. Sizes shrink there
+//             (VerbsScale) because the VM emulates its CPUs.
+//
 // Lifetime: SetUp makes a mkdtemp directory, a fabric key (`mcdmactl
 // fabric-key new`), the namespaces (netns), starts host-b then host-a and
 // waits until `mcdmactl links --json` shows the link "up" on both sides
@@ -43,10 +51,12 @@ namespace mcdma::itest {
 
 inline constexpr const char* kHostsScript = MCDMA_HOSTS_SH;
 
-enum class HostVariant { kLoopback, kNetns };
+enum class HostVariant { kLoopback, kNetns, kVerbs };
 
-// For INSTANTIATE_TEST_SUITE_P: both variants, named "loopback" and "netns".
-inline const auto kHostVariants = ::testing::Values(HostVariant::kLoopback, HostVariant::kNetns);
+// For INSTANTIATE_TEST_SUITE_P: every variant, named "loopback", "netns"
+// and "verbs".
+inline const auto kHostVariants =
+    ::testing::Values(HostVariant::kLoopback, HostVariant::kNetns, HostVariant::kVerbs);
 std::string HostVariantName(const ::testing::TestParamInfo<HostVariant>& info);
 // How gtest prints the parameter ("loopback", "netns").
 void PrintTo(HostVariant v, std::ostream* os);
@@ -78,6 +88,11 @@ class TwoHosts : public ::testing::TestWithParam<HostVariant> {
   virtual bool LinkAtSetUp() const { return true; }
 
   bool netns() const { return GetParam() == HostVariant::kNetns; }
+  bool verbs() const { return GetParam() == HostVariant::kVerbs; }
+  // The transport the link is expected to use.
+  std::string transport() const { return verbs() ? "verbs" : "tcp"; }
+  // The verbs profile forced in the verbs variant ("" otherwise).
+  const std::string& profile() const { return profile_; }
   Host& a() { return a_; }
   Host& b() { return b_; }
   const std::string& dir() const { return dir_.path(); }
@@ -134,10 +149,12 @@ class TwoHosts : public ::testing::TestWithParam<HostVariant> {
  private:
   void PrepareLoopback();
   void PrepareNetns();
+  void PrepareVerbs();
   std::vector<std::string> InHost(const Host& h, std::vector<std::string> argv) const;
 
   TempDir dir_;
   std::string prefix_;
+  std::string profile_;
   bool netns_up_ = false;
   Host a_;
   Host b_;

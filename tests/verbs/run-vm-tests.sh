@@ -1,39 +1,70 @@
 #!/usr/bin/env bash
-# Boots the Soft-RoCE VM (vm.sh) once and runs in it: the harness's own
-# check (selfcheck-guest.sh), then the verbs driver's checks
-# (mcdma_verbs_smoke) when they were built.
-#   run-vm-tests.sh BUILD_DIR
+# Boots the Soft-RoCE VM (vm.sh) once and runs in it, against the binaries
+# built on this host:
+#   1. the harness's own check (selfcheck-guest.sh);
+#   2. the verbs driver's owners (mcdma_verbs_smoke) and `mcdmactl doctor`
+#      on rxe1 (doctor-guest.sh);
+#   3. the verbs transport under each profile forced
+#      (mcdma_verbs_transport_check);
+#   4. the cross-host suite of the tcp transport (tests/integration, the
+#      `verbs` variant of every Hosts/Link* test): two real daemons linked
+#      over verbs on rxe1/rxe2, once per profile (MCDMA_VERBS_PROFILE).
+# The integration binary names its daemon, tools and test app by their
+# build paths: the guest links those paths to its copies.
+#   run-vm-tests.sh BUILD_DIR [PROFILE...]   (default: all three profiles)
 set -euo pipefail
-build=${1:?usage: run-vm-tests.sh BUILD_DIR}
+build=$(cd "${1:?usage: run-vm-tests.sh BUILD_DIR [PROFILE...]}" && pwd)
+shift
+profiles=${*:-linux-rc mcdma-cx5 apple-tb5}
 here=$(cd "$(dirname "$0")" && pwd)
 guest=$(mktemp -d /tmp/mcdma-vm-guest.XXXXXX)
 trap 'rm -rf "$guest"' EXIT
 install -m 755 "$here/selfcheck-guest.sh" "$guest/selfcheck.sh"
-install -m 755 "$build/daemon/mcdma-rpcd" "$guest/mcdma-rpcd"
-smoke=$build/tests/verbs/mcdma_verbs_smoke
-if [ -x "$smoke" ]; then install -m 755 "$smoke" "$guest/mcdma_verbs_smoke"; fi
 install -m 755 "$here/doctor-guest.sh" "$guest/doctor.sh"
+install -m 755 "$build/daemon/mcdma-rpcd" "$guest/mcdma-rpcd"
 install -m 755 "$build/client/tools/mcdmactl" "$guest/mcdmactl"
-transport=$build/tests/verbs/mcdma_verbs_transport_check
-if [ -x "$transport" ]; then install -m 755 "$transport" "$guest/mcdma_verbs_transport_check"; fi
-cat > "$guest/run.sh" <<'GUEST'
-#!/bin/bash
+for f in tests/verbs/mcdma_verbs_smoke tests/verbs/mcdma_verbs_transport_check \
+  tests/integration/mcdma_integration_tests tests/integration/mcdma_testapp; do
+  if [ -x "$build/$f" ]; then install -m 755 "$build/$f" "$guest/$(basename "$f")"; fi
+done
+{
+  echo '#!/bin/bash'
+  echo "build='$build'"
+  echo "profiles='$profiles'"
+  cat <<'GUEST'
+# Kernel messages (rxe's "Failed sending ACK" under load) stay off the console.
+dmesg -n 1 2>/dev/null || true
 fails=0
-echo "== harness self-check"
+step() { echo "== $1"; }
+step "harness self-check"
 ./selfcheck.sh || fails=$((fails + 1))
 if [ -x ./mcdma_verbs_smoke ]; then
-  echo "== verbs driver on rxe1/rxe2"
+  step "verbs driver on rxe1/rxe2"
   timeout 300 ./mcdma_verbs_smoke || fails=$((fails + 1))
 else
-  echo "== verbs driver: not built (no libibverbs headers on the build host)"
+  step "verbs driver: not built (no libibverbs headers on the build host)"
 fi
-echo "== mcdmactl doctor on rxe1"
+step "mcdmactl doctor on rxe1"
 ./doctor.sh . || fails=$((fails + 1))
 if [ -x ./mcdma_verbs_transport_check ]; then
-  echo "== verbs transport on rxe1/rxe2, each profile forced"
+  step "verbs transport on rxe1/rxe2, each profile forced"
   timeout 600 ./mcdma_verbs_transport_check || fails=$((fails + 1))
+fi
+if [ -x ./mcdma_integration_tests ]; then
+  mkdir -p "$build/daemon" "$build/client/tools" "$build/tests/integration"
+  ln -sf /opt/host/mcdma-rpcd "$build/daemon/mcdma-rpcd"
+  ln -sf /opt/host/mcdmactl "$build/client/tools/mcdmactl"
+  ln -sf /opt/host/mcdma_testapp "$build/tests/integration/mcdma_testapp"
+  export MCDMA_VERBS_HOSTS=rxe1:veth0:10.0.1.1,rxe2:veth1:10.0.1.2
+  for p in $profiles; do
+    step "cross-host suite over verbs, profile $p"
+    MCDMA_VERBS_PROFILE=$p timeout 1200 ./mcdma_integration_tests \
+      --gtest_filter='Hosts/Link*.*/verbs' --gtest_brief=1 || fails=$((fails + 1))
+  done
 fi
 exit $fails
 GUEST
+} > "$guest/run.sh"
 chmod 755 "$guest/run.sh"
+export MCDMA_VM_TIMEOUT=${MCDMA_VM_TIMEOUT:-3000}
 exec bash "$here/vm.sh" run "$guest"

@@ -126,7 +126,7 @@ run() {
   (cd "$stage" && find . -print0 | cpio --null -o -H newc --quiet) | zstd -T0 -3 -q -o "$work/root.cpio.zst"
   log "booting $(basename "$kdir") (TCG; the guest's verdict decides)"
   set +e
-  timeout "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -m 2G -smp 2 -nic none \
+  timeout "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -m 3G -smp 2 -nic none \
     -nographic -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
     -kernel "$kdir/kernel/boot/vmlinuz-$kv" -initrd "$work/root.cpio.zst" \
     -append "console=ttyS0 rdinit=/init panic=-1 quiet" < /dev/null

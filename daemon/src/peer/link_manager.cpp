@@ -147,6 +147,10 @@ v1::PeerHelloRequest LinkManager::HelloRequest() const {
   OfferTransports(req.mutable_transports());
   req.set_instance_id(instance_id_);
   req.set_listen_port(listen_port_);
+  if (auto hp = SplitHostPort(options_.listen, kDefaultPeerPort); hp.ok()) {
+    const std::string& host = hp->first;
+    if (host != "0.0.0.0" && host != "::" && !host.empty()) req.set_listen_host(host);
+  }
   return req;
 }
 

@@ -17,8 +17,9 @@ v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerH
     std::lock_guard lock(mu_);
     restarted = NotePeerInstance(host, req.instance_id(), req.daemon_version());
     PeerInfo& info = peers_[host];
-    if (req.listen_port() != 0 && !source_ip.empty()) {
-      std::string callback = JoinHostPort(source_ip, req.listen_port());
+    const std::string& back = req.listen_host().empty() ? source_ip : req.listen_host();
+    if (req.listen_port() != 0 && !back.empty()) {
+      std::string callback = JoinHostPort(back, req.listen_port());
       if (info.callback != callback && !out_.count(host)) channels_.erase(host);
       info.callback = callback;
     }
