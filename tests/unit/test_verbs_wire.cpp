@@ -83,8 +83,8 @@ TEST(VerbsWire, HeaderRoundTripsAndChecksLength) {
   auto short_recv = v::DecodeHeader(buf.data(), v::kWireHeaderBytes + 7);
   EXPECT_EQ(short_recv.status().code(), Code::kInvalid);
   EXPECT_FALSE(v::DecodeHeader(buf.data(), 15).ok());
-  buf[0] = std::byte{7};
-  EXPECT_NE(v::DecodeHeader(buf.data(), v::kWireHeaderBytes).status().message().find("type 7"),
+  buf[0] = std::byte{9};
+  EXPECT_NE(v::DecodeHeader(buf.data(), v::kWireHeaderBytes).status().message().find("type 9"),
             std::string::npos);
   // Control messages carry no payload.
   v::EncodeHeader({v::WireType::kCredit, 0, 5, 3}, buf.data());
@@ -94,6 +94,28 @@ TEST(VerbsWire, HeaderRoundTripsAndChecksLength) {
   ASSERT_TRUE(hello.ok());
   EXPECT_EQ(hello->flags, v::kFlagSeenPeer);
   EXPECT_EQ(hello->posted, 32u);
+}
+
+TEST(VerbsWire, StreamedOperationsCarryTheirOpHeader) {
+  std::array<std::byte, v::kWireHeaderBytes + v::kOpHeaderBytes + 8> buf{};
+  v::EncodeHeader({v::WireType::kWriteData, 0, 7, v::kOpHeaderBytes + 8}, buf.data());
+  v::EncodeOp({0x01020304, 0xabcdef01, 0x7f0011223344, 4096, 1u << 22, 0},
+              buf.data() + v::kWireHeaderBytes);
+  auto h = v::DecodeHeader(buf.data(), static_cast<uint32_t>(buf.size()));
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_EQ(h->type, v::WireType::kWriteData);
+  v::OpHeader op = v::DecodeOp(buf.data() + v::kWireHeaderBytes);
+  EXPECT_EQ(op.op_id, 0x01020304u);
+  EXPECT_EQ(op.rkey, 0xabcdef01u);
+  EXPECT_EQ(op.addr, 0x7f0011223344u);
+  EXPECT_EQ(op.offset, 4096u);
+  EXPECT_EQ(op.total, 1u << 22);
+  EXPECT_EQ(op.status, 0u);
+  // A streamed message too short for its operation header is refused.
+  v::EncodeHeader({v::WireType::kReadReq, 0, 7, 8}, buf.data());
+  auto short_op = v::DecodeHeader(buf.data(), static_cast<uint32_t>(buf.size()));
+  ASSERT_FALSE(short_op.ok());
+  EXPECT_NE(short_op.status().message().find("operation header"), std::string::npos);
 }
 
 }  // namespace
