@@ -228,11 +228,23 @@ void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_li
     op.error = wc.code;
     op.error_detail = wc.detail;
     // We checked the grant before posting, so a peer that refuses access
-    // has revoked it (its kRevoke message may still be on its way).
+    // has revoked it (its kRevoke message may still be on its way) — unless
+    // its NIC refused an RDMA access: that also takes the queue pair down,
+    // and a peer daemon being killed (its registrations go before its QP)
+    // looks the same, so the honest answer is the link's.
     if (over_link && wc.code == Code::kPermissionDenied && op.peer) {
-      op.error = Code::kRevoked;
-      op.error_detail = "export '" + op.peer->name + "' on '" + op.peer->peer +
-                        "' refused access: it was unexported, expired or its owner exited";
+      const EngineLink* l = FindLink(op.link);
+      if (l != nullptr && l->verbs && l->conn->caps().one_sided) {
+        op.error = Code::kLinkDown;
+        op.error_detail = "the NIC of '" + op.peer->peer + "' refused the access to export '" +
+                          op.peer->name +
+                          "' and the link failed: the peer is going away, or the export was "
+                          "revoked meanwhile (resolve it again)";
+      } else {
+        op.error = Code::kRevoked;
+        op.error_detail = "export '" + op.peer->name + "' on '" + op.peer->peer +
+                          "' refused access: it was unexported, expired or its owner exited";
+      }
     }
   }
 }
