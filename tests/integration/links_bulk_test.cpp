@@ -62,7 +62,8 @@ TEST_P(LinkBulk, GibibyteEachWayWrittenReadAndVerified) {
 
   // host-a writes host-b's export, host-b checks its memory, host-a reads it back.
   Child* exp_b = StartReady(
-      b(), "fill", {"--export", "bulk-b", "--size", size_text, "--no-fill", "--allowed-peers", "host-a"});
+      b(), "fill",
+      {"--export", "bulk-b", "--size", size_text, "--no-fill", "--allowed-peers", "host-a"});
   ASSERT_NE(exp_b, nullptr);
   std::string w1 = RunToEnd(StartApp(
       a(), "write", {"--export", "bulk-b", "--peer", "host-b", "--seed", "21", "--pieces", "8"}));
