@@ -107,7 +107,7 @@ class DoctorCliTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   std::string Write(const std::string& name, const std::string& text) {
-    const std::string path = dir_ + "/" + name;
+    std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
     return path;
   }

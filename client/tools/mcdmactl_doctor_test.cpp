@@ -216,6 +216,7 @@ TEST(DoctorChecks, RunChecksKeepsTheOrderAndHealthIgnoresWarnAndSkip) {
   DoctorInputs in = HealthyHost();
   auto results = RunChecks(in);
   std::vector<std::string> ids;
+  ids.reserve(results.size());
   for (const auto& r : results) ids.push_back(r.id);
   EXPECT_EQ(ids, (std::vector<std::string>{"config", "rdma_device", "port_active", "gid", "profile",
                                            "memlock", "fabric_key", "daemon", "peers", "path_mtu",

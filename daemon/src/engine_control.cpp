@@ -313,7 +313,7 @@ Result<ResolveInfo> Engine::Resolve(uint64_t session, const std::string& peer,
   if (it == exports_.end() || it->second->revoked)
     return Status(Code::kNotFound, "no export '" + name + "'");
   uint64_t handle = next_id_++;
-  s->handles.emplace(handle, RemoteHandle{it->second, it->second->id});
+  s->handles.emplace(handle, RemoteHandle{it->second, it->second->id, nullptr});
   ++it->second->handles;
   return ResolveInfo{handle, it->second->length, it->second->allow_read, it->second->allow_write};
 }

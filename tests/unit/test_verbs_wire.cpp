@@ -53,7 +53,9 @@ TEST(VerbsWire, EndpointRejectsDamage) {
   for (size_t n = 0; n < good.size(); ++n) {
     auto r = v::DecodeEndpoint(std::string_view(good).substr(0, n));
     EXPECT_FALSE(r.ok()) << "accepted " << n << " of " << good.size() << " bytes";
-    if (!r.ok()) EXPECT_EQ(r.status().code(), Code::kInvalid);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), Code::kInvalid);
+    }
   }
   EXPECT_NE(v::DecodeEndpoint(good + "x").status().message().find("trailing"), std::string::npos);
   std::string magic = good;

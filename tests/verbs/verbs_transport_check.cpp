@@ -124,14 +124,18 @@ void Messaging(Pair& p, const std::string& tag) {
     return;
   }
   struct End {
-    d::Connection* conn;
-    Memory* mem;
+    d::Connection* conn = nullptr;
+    Memory* mem = nullptr;
     int sent = 0, received = 0, send_done = 0;
     std::deque<uint32_t> free_send;
     bool bad = false;
     std::string why;
   };
-  End ends[2] = {{p.ca.get(), &*ma}, {p.cb.get(), &*mb}};
+  End ends[2];
+  ends[0].conn = p.ca.get();
+  ends[0].mem = &*ma;
+  ends[1].conn = p.cb.get();
+  ends[1].mem = &*mb;
   auto size_of = [&](int seq) {
     return seq == 0 ? uint64_t{0} : (static_cast<uint64_t>(seq) * 977) % (max + 1);
   };
