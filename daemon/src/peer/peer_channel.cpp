@@ -48,8 +48,11 @@ PeerChannel::PeerChannel(std::string target, std::string expected_peer, std::str
       key_(std::move(key)) {
   grpc::ChannelArguments args;
   // Reconnect quickly once the peer is back; the link manager paces retries.
+  // gRPC takes the "min reconnect backoff" as the least time one connection
+  // attempt may take: at 100 ms a loaded (or emulated) host failed its
+  // first calls with "Handshaker shutdown" before the handshake was done.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(16 << 20);
   channel_ = grpc::CreateCustomChannel(target_, creds, args);
