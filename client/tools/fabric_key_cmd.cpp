@@ -5,27 +5,10 @@
 
 #include "cli.hpp"
 #include "mcdma_internal/fabric_key.hpp"
+#include "render.hpp"
 
 namespace mcdma::tools {
 namespace {
-
-// A JSON string literal: quotes, backslashes and control characters escaped.
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-      out += buf;
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "\"";
-}
 
 // Parsed flags of `fabric-key new`, owned by the CLI::App callbacks.
 struct NewKeyFlags {

@@ -35,6 +35,8 @@ Status WriteJson(const google::protobuf::Message& message, std::ostream& out);
 // Text helpers, exposed for tests. FormatBytes picks a binary unit
 // ("512 B", "4.0 KiB", "16.0 GiB"); FormatMiB always uses MiB ("12.0 MiB");
 // FormatDuration gives "4.2s" under a minute, else "3m 05s" ... "1d 02h 03m 04s".
+// A JSON string literal: quotes, backslashes and control characters escaped.
+std::string JsonString(const std::string& s);
 std::string FormatBytes(uint64_t bytes);
 std::string FormatDuration(double seconds);
 std::string FormatMiB(uint64_t bytes);
