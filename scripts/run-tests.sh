@@ -5,4 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ]; then bash scripts/install-deps.sh; fi
 bash scripts/build.sh build
-ctest --test-dir build --output-on-failure --timeout 900
+rc=0
+ctest --test-dir build --output-on-failure --timeout 900 || rc=$?
+if [ "$rc" != 0 ]; then bash scripts/failure-digest.sh build; fi
+exit "$rc"

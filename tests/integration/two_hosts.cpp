@@ -451,13 +451,13 @@ std::string LinkSummary(const v1::LinkInfo& l) {
   const v1::LinkCounters& c = l.counters();
   std::ostringstream os;
   os << l.peer() << " " << l.state() << " gen " << l.generation() << " via '" << l.transport()
-     << "' origin " << l.origin() << " rtt " << l.rtt_us() << " us, last_error '" << l.last_error()
-     << "'; msgs " << c.messages_sent() << "/" << c.messages_received() << " bytes "
-     << c.bytes_sent() << "/" << c.bytes_received() << " calls out/in " << c.calls_out() << "/"
-     << c.calls_in() << " reads " << c.reads() << " (" << c.read_bytes() << " B) writes "
-     << c.writes() << " (" << c.write_bytes() << " B) failed " << c.ops_failed() << " hb "
-     << c.heartbeats_sent() << "/" << c.heartbeats_ok() << "/" << c.heartbeats_missed() << " downs "
-     << c.downs() << " reconnects " << c.reconnects();
+     << "' origin " << l.origin() << " rtt " << l.rtt_us() << " us, down_reason '"
+     << l.down_reason() << "', last_error '" << l.last_error() << "'; msgs " << c.messages_sent()
+     << "/" << c.messages_received() << " bytes " << c.bytes_sent() << "/" << c.bytes_received()
+     << " calls out/in " << c.calls_out() << "/" << c.calls_in() << " reads " << c.reads() << " ("
+     << c.read_bytes() << " B) writes " << c.writes() << " (" << c.write_bytes() << " B) failed "
+     << c.ops_failed() << " hb " << c.heartbeats_sent() << "/" << c.heartbeats_ok() << "/"
+     << c.heartbeats_missed() << " downs " << c.downs() << " reconnects " << c.reconnects();
   return os.str();
 }
 

@@ -117,7 +117,10 @@ bool LinkManager::NotePeerInstance(const std::string& host, const std::string& i
 
 void LinkManager::SetState(Entry* e, const std::string& state) {
   if (e->state == state) return;
-  if (e->state == "up") ++e->downs;
+  if (e->state == "up") {
+    ++e->downs;
+    e->down_reason = e->last_error;
+  }
   e->state = state;
   e->state_since = std::chrono::steady_clock::now();
 }

@@ -96,6 +96,7 @@ class LinkManager {
     bool said_goodbye = false;
     bool ever_up = false;  // a later "up" is a reconnect
     std::string last_error;
+    std::string down_reason;  // last_error when the link last left "up"
     double rtt_us = 0;
     double rtt_avg_us = 0;
     TimePoint last_heartbeat{};

@@ -227,6 +227,7 @@ void LinkManager::Fill(v1::LinksReply* out) {
             std::chrono::duration_cast<std::chrono::milliseconds>(e->retry_at - now).count()));
       }
       li->set_last_error(e->last_error);
+      li->set_down_reason(e->down_reason);
       if (auto p = peers_.find(name); p != peers_.end()) {
         li->set_peer_version(p->second.version);
         li->set_peer_instance(p->second.instance);

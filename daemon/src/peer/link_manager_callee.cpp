@@ -101,6 +101,8 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     e->transport = req.transport();
     e->transport_reason = "chosen by the peer that dialed";
     e->verbs_path = path;
+    if (e->state == "up")
+      e->last_error = "the peer connected again (generation " + std::to_string(generation) + ")";
     SetState(e, "connecting");
     // The data connection completes once the caller has our endpoint: on
     // a thread of its own, after this reply is sent.
