@@ -2,28 +2,21 @@
 
 #include <poll.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <memory>
 
 namespace bench {
-
-namespace {
-
-struct FileCloser {
-  void operator()(FILE* f) const { fclose(f); }
-};
-using File = std::unique_ptr<FILE, FileCloser>;
 
 mcdma::Status FileError(const char* what, const std::string& path) {
   return mcdma::Status(mcdma::Code::kSystem,
                        std::string(what) + " " + path + ": " + strerror(errno));
 }
-
-}  // namespace
 
 void FillPattern(std::span<std::byte> request) {
   for (size_t i = 0; i < request.size(); ++i)
@@ -111,11 +104,29 @@ Summary Summarize(std::vector<uint64_t> nanos) {
   double sum = 0;
   for (uint64_t v : nanos) sum += static_cast<double>(v);
   s.p50_us = rank(0.50);
+  s.p95_us = rank(0.95);
   s.p99_us = rank(0.99);
   s.min_us = static_cast<double>(nanos.front()) / 1000.0;
   s.max_us = static_cast<double>(nanos.back()) / 1000.0;
   s.mean_us = sum / static_cast<double>(nanos.size()) / 1000.0;
   return s;
+}
+
+std::string KernelName() {
+  utsname u{};
+  if (uname(&u) != 0) return "unknown";
+  return std::string(u.sysname) + " " + u.release;
+}
+
+int GuardedMain(const char* program, int (*body)(int, char**), int argc, char** argv) {
+  try {
+    return body(argc, argv);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "%s: %s\n", program, e.what());
+  } catch (...) {
+    fprintf(stderr, "%s: unknown exception\n", program);
+  }
+  return 1;
 }
 
 }  // namespace bench

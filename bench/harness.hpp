@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -142,6 +143,7 @@ void WaitForLifeline(int lifeline_fd, std::chrono::milliseconds limit);
 struct Summary {
   size_t count = 0;
   double p50_us = 0;
+  double p95_us = 0;
   double p99_us = 0;
   double min_us = 0;
   double mean_us = 0;
@@ -149,5 +151,21 @@ struct Summary {
 };
 // Nearest-rank percentiles (no interpolation: every figure is a real sample).
 Summary Summarize(std::vector<uint64_t> nanos);
+
+// A FILE* closed when it goes out of scope (fclose(f.release()) to see
+// the close's error).
+struct FileCloser {
+  void operator()(FILE* f) const { fclose(f); }
+};
+using File = std::unique_ptr<FILE, FileCloser>;
+// kSystem "WHAT PATH: strerror(errno)".
+mcdma::Status FileError(const char* what, const std::string& path);
+
+// "Linux 6.1.0-..." from uname(2).
+std::string KernelName();
+// A benchmark's main(): `body`'s exit code, or 1 with a message on an
+// exception (std::bad_alloc, a filesystem error), never std::terminate, so
+// destructors run (mcdma_bench_link's HostPair removes its namespaces).
+int GuardedMain(const char* program, int (*body)(int, char**), int argc, char** argv);
 
 }  // namespace bench

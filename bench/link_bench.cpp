@@ -7,27 +7,21 @@
 // the orchestrator; `child --role R` (hidden) is one endpoint, started by
 // the orchestrator under `ip netns exec`. Exit codes: 0 every mechanism
 // ran (targets met or not), 1 a mechanism failed, 2 usage.
-#include <sys/utsname.h>
-
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <map>
 #include <thread>
 
-#include "daemon_path.hpp"
+#include "link_cli.hpp"
 #include "link_runner.hpp"
 
 namespace {
 
 constexpr size_t kMaxPayload = 16u << 20;
 
-int RunChild(bench::LinkRoleOptions& options) {
-  using RoleFn = int (*)(const bench::LinkRoleOptions&);
-  static const std::map<std::string, RoleFn> kRoles = {
-      {"daemon-server", [](const bench::LinkRoleOptions& o) { return bench::RunDaemonServer(o); }},
-      {"daemon-call-client", bench::RunDaemonCallClient},
-      {"daemon-bulk-server", bench::RunDaemonBulkServer},
-      {"daemon-bulk-client", bench::RunDaemonBulkClient},
+int RunChild(bench::LinkRoleOptions& role) {
+  std::map<std::string, bench::LinkRoleFn> roles = bench::DaemonRoles();
+  roles.insert({
       {"tcp-server", bench::RunTcpEchoServer},
       {"tcp-client", bench::RunTcpEchoClient},
       {"tcp-spin-server", bench::RunTcpSpinEchoServer},
@@ -40,24 +34,8 @@ int RunChild(bench::LinkRoleOptions& options) {
       {"zmq-client", bench::RunZmqClient},
       {"tcp-bulk-server", bench::RunTcpBulkServer},
       {"tcp-bulk-client", bench::RunTcpBulkClient},
-  };
-  auto it = kRoles.find(options.role);
-  if (it == kRoles.end()) {
-    fprintf(stderr, "mcdma_bench_link: unknown role '%s'\n", options.role.c_str());
-    return 2;
-  }
-  options.program = "mcdma_bench_link";
-  return it->second(options);
-}
-
-std::string KernelName() {
-  utsname u;
-  if (uname(&u) != 0) return "unknown";
-  return std::string(u.sysname) + " " + u.release;
-}
-
-std::string NextTo(const std::string& self, const std::string& relative) {
-  return (std::filesystem::path(self).parent_path() / relative).lexically_normal().string();
+  });
+  return bench::RunLinkRole(role, "mcdma_bench_link", roles);
 }
 
 int Main(int argc, char** argv) {
@@ -111,22 +89,7 @@ int Main(int argc, char** argv) {
 
   // The endpoint processes; not for people (hidden from --help).
   bench::LinkRoleOptions role;
-  CLI::App* child = app.add_subcommand("child", "")->group("");
-  child->add_option("--role", role.role)->required();
-  child->add_option("--ready-fd", role.ready_fd);
-  child->add_option("--lifeline-fd", role.lifeline_fd);
-  child->add_option("--socket", role.socket);
-  child->add_option("--out", role.out);
-  child->add_option("--payloads", role.payloads)->delimiter(',');
-  child->add_option("--iterations", role.iterations);
-  child->add_option("--warmup", role.warmup);
-  child->add_option("--timeout-ms", role.timeout_ms);
-  child->add_option("--run-limit-ms", role.run_limit_ms);
-  child->add_option("--address", role.address);
-  child->add_option("--peer", role.peer);
-  child->add_option("--bulk-bytes", role.bulk_bytes);
-  child->add_option("--op-bytes", role.op_bytes);
-  child->add_option("--repeats", role.repeats);
+  CLI::App* child = bench::AddLinkChild(app, role);
 
   try {
     app.parse(argc, argv);
@@ -141,42 +104,14 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "mcdma_bench_link: %s\n", self.status().message().c_str());
     return 1;
   }
-  bench::LinkPlan plan;
-  plan.self_exe = *self;
-  plan.daemon_path =
-      options.daemon.empty() ? NextTo(*self, "../daemon/mcdma-rpcd") : options.daemon;
-  plan.mcdmactl_path =
-      options.mcdmactl.empty() ? NextTo(*self, "../client/tools/mcdmactl") : options.mcdmactl;
+  bench::LinkPlan plan = bench::PlanFrom(options, *self);
   plan.iperf3_path = options.iperf3.empty() ? bench::FindInPath("iperf3") : options.iperf3;
-  plan.daemon_log_level = options.daemon_log_level;
-  plan.daemon_args = options.daemon_args;
-  plan.payloads = options.payloads;
-  plan.iterations = options.iterations;
-  plan.warmup = options.warmup;
-  plan.timeout_ms = options.timeout_ms;
-  plan.run_limit_ms = options.run_limit_s * 1000;
-  plan.link_wait_ms = options.link_wait_s * 1000;
-  plan.bulk_bytes = options.bulk_bytes;
-  plan.op_bytes = options.op_bytes;
-  plan.repeats = options.repeats;
   bench::LinkRunInfo info;
   info.cpus = std::thread::hardware_concurrency();
-  info.kernel = KernelName();
+  info.kernel = bench::KernelName();
   return bench::RunLinkBench(options, plan, info);
 }
 
 }  // namespace
 
-// Exceptions (std::bad_alloc, a filesystem error) end the run as a failure
-// with a message, never as std::terminate. Namespaces are still removed:
-// HostPair's destructor runs during unwinding.
-int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "mcdma_bench_link: %s\n", e.what());
-  } catch (...) {
-    fprintf(stderr, "mcdma_bench_link: unknown exception\n");
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return bench::GuardedMain("mcdma_bench_link", Main, argc, argv); }

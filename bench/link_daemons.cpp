@@ -16,10 +16,10 @@ namespace {
 
 constexpr uint16_t kPeerPort = 7471;  // ports used inside a namespace
 constexpr uint16_t kDataPort = 7472;
-constexpr auto kSocketWait = std::chrono::seconds(10);
+constexpr auto kSocketWait = std::chrono::seconds(20);  // a daemon starts slowly under TCG
 constexpr auto kDaemonStopGrace = std::chrono::seconds(5);
 constexpr auto kLinkPoll = std::chrono::milliseconds(200);
-constexpr auto kCtlTimeout = std::chrono::seconds(5);
+constexpr auto kCtlTimeout = std::chrono::seconds(20);
 constexpr int kCtlUsage = 2;  // mcdmactl's exit code for an unknown subcommand
 
 // 32 random bytes as 64 hex digits and a newline, mode 0600 (what
@@ -82,8 +82,9 @@ mcdma::Result<std::unique_ptr<DaemonPair>> DaemonPair::Start(const LinkPlan& pla
   std::unique_ptr<DaemonPair> pair(new DaemonPair());
   pair->socket_a_ = dir.Join("rpcd-a.sock");
   pair->socket_b_ = dir.Join("rpcd-b.sock");
-  pair->log_a_ = dir.Join("rpcd-a.log");
-  pair->log_b_ = dir.Join("rpcd-b.log");
+  std::string log_dir = plan.daemon_log_dir.empty() ? dir.path() : plan.daemon_log_dir;
+  pair->log_a_ = log_dir + "/rpcd-a.log";
+  pair->log_b_ = log_dir + "/rpcd-b.log";
   auto spawn = [&](const LinkHost& host, const std::string& socket, const std::string& log,
                    uint16_t peer_port, uint16_t data_port,
                    const std::string& peer_flag) -> mcdma::Result<ChildProcess> {
@@ -103,6 +104,11 @@ mcdma::Result<std::unique_ptr<DaemonPair>> DaemonPair::Start(const LinkPlan& pla
                                      "--log-level",
                                      plan.daemon_log_level};
     if (!peer_flag.empty()) argv.insert(argv.end(), {"--peer", peer_flag});
+    if (plan.transport == "verbs") {
+      options.name = "mcdma-rpcd (" + host.id + ", " + host.verbs_device + ")";
+      argv.insert(argv.end(), {"--verbs-device", host.verbs_device, "--verbs-interface",
+                               host.verbs_interface, "--verbs-profile", plan.verbs_profile});
+    }
     argv.insert(argv.end(), plan.daemon_args.begin(), plan.daemon_args.end());
     options.argv = hosts.On(host, argv);
     options.stderr_path = log;
@@ -111,7 +117,8 @@ mcdma::Result<std::unique_ptr<DaemonPair>> DaemonPair::Start(const LinkPlan& pla
   MCDMA_ASSIGN_OR_RETURN(ChildProcess b,
                          spawn(hosts.b(), pair->socket_b_, pair->log_b_, peer_b, data_b, ""));
   pair->b_.emplace(std::move(b));
-  std::string peer = hosts.b().id + "=" + hosts.b().address + ":" + std::to_string(peer_b) + ",tcp";
+  std::string peer =
+      hosts.b().id + "=" + hosts.b().address + ":" + std::to_string(peer_b) + "," + plan.transport;
   MCDMA_ASSIGN_OR_RETURN(ChildProcess a,
                          spawn(hosts.a(), pair->socket_a_, pair->log_a_, peer_a, data_a, peer));
   pair->a_.emplace(std::move(a));
@@ -133,13 +140,25 @@ std::string DaemonPair::Exited() {
     if (!status.ok()) continue;
     // The last two lines: a usage error's reason comes before CLI11's
     // closing "Run with --help for more information."
-    std::string text = ReadTextFile(d == &a_ ? log_a_ : log_b_);
-    std::string log = LastLine(text);
-    std::string before = LastLine(text.substr(0, text.rfind(log)));
-    if (!before.empty()) log.insert(0, before + " / ");
+    std::string log = LastLines(ReadTextFile(d == &a_ ? log_a_ : log_b_), 2);
+    while (!log.empty() && log.back() == '\n') log.pop_back();
+    if (size_t nl = log.find('\n'); nl != std::string::npos) log.replace(nl, 1, " / ");
     return name + " ended (" + DescribeWaitStatus(*status) + ")" + (log.empty() ? "" : ": " + log);
   }
   return "";
+}
+
+std::string DaemonPair::LogTails(int lines) const {
+  std::string out;
+  for (const auto& [host, path] : {std::pair{"host-a", log_a_}, std::pair{"host-b", log_b_}}) {
+    std::string tail = LastLines(ReadTextFile(path), lines);
+    for (size_t start = 0; start < tail.size();) {
+      size_t nl = tail.find('\n', start);
+      out += std::string("  ") + host + ": " + tail.substr(start, nl - start) + "\n";
+      start = nl + 1;
+    }
+  }
+  return out;
 }
 
 mcdma::Result<std::vector<uint64_t>> DaemonPair::LinkTest(const LinkPlan& plan, const TempDir& dir,
@@ -222,13 +241,21 @@ mcdma::Status DaemonPair::WaitForLink(const LinkPlan& plan, const TempDir& dir) 
       if (entry != std::string::npos) {
         state = JsonString(text, "state", entry);
         last_error = JsonString(text, "last_error", entry);
+        std::string transport = JsonString(text, "transport", entry);
+        if (state == "up" && transport != plan.transport) {
+          return mcdma::Status(mcdma::Code::kInternal,
+                               "link to host-b came up over '" + transport + "', not " +
+                                   plan.transport + ": nothing here would measure " +
+                                   plan.transport +
+                                   (last_error.empty() ? "" : " (" + last_error + ")"));
+        }
         if (state == "up") {
           char secs[32];
           snprintf(secs, sizeof(secs), "%.1f",
                    std::chrono::duration<double>(Clock::now() - start).count());
-          std::string transport = JsonString(text, "transport", entry);
           note_ = "link host-a -> host-b up after " + std::string(secs) + " s (transport " +
-                  (transport.empty() ? "?" : transport) + ")";
+                  transport +
+                  (plan.verbs_profile.empty() ? "" : ", profile " + plan.verbs_profile) + ")";
           return mcdma::Status::Ok();
         }
       } else {

@@ -1,12 +1,16 @@
-// The two daemons of mcdma_bench_link: mcdma-rpcd on host B (peer service
-// listening, no --peer) and on host A (--peer host-b=<B>,tcp), sharing a
-// fresh fabric key, each in its host's namespace. Start() returns once
-// `mcdmactl links --json` on A shows the link to host-b "up".
+// The two daemons of mcdma_bench_link and mcdma_bench_verbs: mcdma-rpcd on
+// host B (peer service listening, no --peer) and on host A (--peer
+// host-b=<B>,<plan.transport>), sharing a fresh fabric key, each in its
+// host's namespace (and on its RDMA device, for verbs). Start() returns
+// once `mcdmactl links --json` on A shows the link to host-b "up" over
+// plan.transport; a link that comes up over another transport is an error,
+// not a figure.
 //
 // Ownership: the DaemonPair owns both processes; destruction stops A, then
 // B (SIGTERM, 5 s to drain, then SIGKILL). Their stderr (log level and
-// any extra flags from the plan) goes to files in the run's directory;
-// failures quote the last line.
+// any extra flags from the plan) goes to rpcd-a.log and rpcd-b.log in
+// plan.daemon_log_dir (else the run's directory); failures quote the last
+// lines.
 //
 // Threading: the orchestrator's thread only.
 #pragma once
@@ -36,6 +40,9 @@ class DaemonPair {
   // "link host-a -> host-b up after 0.6 s (transport tcp)", or why the
   // link state could not be read.
   const std::string& note() const { return note_; }
+  // The last `lines` lines of both logs, each prefixed with its host, for a
+  // failure report.
+  std::string LogTails(int lines) const;
   // "" while both daemons run; else which ended, how, and its last two log
   // lines.
   std::string Exited();

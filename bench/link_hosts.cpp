@@ -81,6 +81,18 @@ std::string LastLine(const std::string& text) {
                      end - (nl == std::string::npos ? 0 : nl + 1) + 1);
 }
 
+std::string LastLines(const std::string& text, int lines) {
+  std::vector<std::string> kept;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) kept.push_back(line);
+  }
+  std::string out;
+  size_t first = kept.size() > static_cast<size_t>(lines) ? kept.size() - lines : 0;
+  for (size_t i = first; i < kept.size(); ++i) out += kept[i] + "\n";
+  return out;
+}
+
 std::string FindInPath(const std::string& name) {
   const char* path = getenv("PATH");
   std::stringstream dirs(path ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
@@ -95,8 +107,8 @@ std::string FindInPath(const std::string& name) {
 mcdma::Result<std::unique_ptr<HostPair>> HostPair::Create(const std::string& script,
                                                           bool force_loopback, const TempDir& dir) {
   std::unique_ptr<HostPair> hosts(new HostPair());
-  hosts->a_ = {"host-a", "", "127.0.0.1"};
-  hosts->b_ = {"host-b", "", "127.0.0.1"};
+  hosts->a_ = {"host-a", "", "127.0.0.1", "", ""};
+  hosts->b_ = {"host-b", "", "127.0.0.1", "", ""};
   if (force_loopback) {
     hosts->note_ = "loopback (--loopback): both daemons on 127.0.0.1";
     return hosts;
@@ -145,14 +157,24 @@ mcdma::Result<std::unique_ptr<HostPair>> HostPair::Create(const std::string& scr
   std::istringstream lines(ReadTextFile(out));
   std::string ns, address;
   while (lines >> ns >> address) {
-    if (ns == prefix + "-a") hosts->a_ = {"host-a", ns, address};
-    if (ns == prefix + "-b") hosts->b_ = {"host-b", ns, address};
+    if (ns == prefix + "-a") hosts->a_ = {"host-a", ns, address, "", ""};
+    if (ns == prefix + "-b") hosts->b_ = {"host-b", ns, address, "", ""};
   }
   if (hosts->a_.netns.empty() || hosts->b_.netns.empty()) {
     return mcdma::Status(mcdma::Code::kInternal, script + " up printed no addresses");
   }
   hosts->note_ = "network namespaces " + hosts->a_.netns + " (" + hosts->a_.address + ") and " +
                  hosts->b_.netns + " (" + hosts->b_.address + ") joined by a veth pair";
+  return hosts;
+}
+
+std::unique_ptr<HostPair> HostPair::Fixed(LinkHost a, LinkHost b, std::string note) {
+  std::unique_ptr<HostPair> hosts(new HostPair());
+  hosts->a_ = std::move(a);
+  hosts->b_ = std::move(b);
+  hosts->a_.netns.clear();
+  hosts->b_.netns.clear();
+  hosts->note_ = std::move(note);
   return hosts;
 }
 

@@ -26,6 +26,10 @@ struct LinkHost {
   std::string id;       // the daemon's --host-id: "host-a" or "host-b"
   std::string netns;    // network namespace; empty on loopback
   std::string address;  // IPv4 address its servers listen on
+  // The RDMA device and the interface its GID is on, for a daemon linked
+  // over verbs (--verbs-device, --verbs-interface); empty for tcp.
+  std::string verbs_device;
+  std::string verbs_interface;
 };
 
 // Runs `argv` to completion within `timeout` (then SIGKILL: kTimeout), its
@@ -39,6 +43,8 @@ int ExitCode(int wait_status);
 std::string ReadTextFile(const std::string& path);
 // The last non-empty line of `text`.
 std::string LastLine(const std::string& text);
+// The last `lines` non-empty lines of `text`, each ending in a newline.
+std::string LastLines(const std::string& text, int lines);
 // The first executable `name` on $PATH; "" when there is none.
 std::string FindInPath(const std::string& name);
 
@@ -50,6 +56,11 @@ class HostPair {
   // the script is an error (and whatever it made is removed).
   static mcdma::Result<std::unique_ptr<HostPair>> Create(const std::string& script,
                                                          bool force_loopback, const TempDir& dir);
+  // Two hosts that already exist in this namespace, each with its own
+  // address (the Soft-RoCE VM: policy routing sends their packets across a
+  // veth pair). Nothing is made or removed; ports are picked as on
+  // loopback.
+  static std::unique_ptr<HostPair> Fixed(LinkHost a, LinkHost b, std::string note);
   ~HostPair();
   HostPair(const HostPair&) = delete;
   HostPair& operator=(const HostPair&) = delete;

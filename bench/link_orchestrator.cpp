@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 
 namespace bench {
 
@@ -145,6 +146,10 @@ mcdma::Result<std::vector<SampleSet>> RunLinkPair(const LinkPlan& plan, const Ho
   MCDMA_ASSIGN_OR_RETURN(std::vector<SampleSet> sets, ReadSamples(out));
   MCDMA_RETURN_IF_ERROR(CheckSamples(run, sets));
   return sets;
+}
+
+std::string NextTo(const std::string& self, const std::string& relative) {
+  return (std::filesystem::path(self).parent_path() / relative).lexically_normal().string();
 }
 
 }  // namespace bench

@@ -15,6 +15,11 @@
 #include "process.hpp"
 
 namespace bench {
+// `relative` resolved against the directory holding `self`.
+std::string NextTo(const std::string& self, const std::string& relative);
+}  // namespace bench
+
+namespace bench {
 
 struct LinkPlan {
   std::string self_exe;                   // this binary, re-executed for every endpoint
@@ -23,6 +28,12 @@ struct LinkPlan {
   std::string iperf3_path;                // empty: iperf3 rows are skipped
   std::string daemon_log_level = "warn";  // both daemons' --log-level
   std::vector<std::string> daemon_args;   // extra flags for both daemons
+  std::string daemon_log_dir;             // the daemons' logs; empty: the run's temp dir
+  // How the daemons link: the --peer suffix, and what `mcdmactl links`
+  // must show once the link is up ("tcp" or "verbs"). With verbs, each
+  // host's verbs_device/verbs_interface and this profile are passed on.
+  std::string transport = "tcp";
+  std::string verbs_profile;
   std::vector<size_t> payloads;
   int iterations = 0;
   int warmup = 0;
@@ -33,6 +44,29 @@ struct LinkPlan {
   uint64_t op_bytes = 0;
   int repeats = 0;
 };
+
+// The plan from a benchmark's options (any struct with these fields, as
+// LinkOptions and VerbsOptions have), run by `self`; an empty daemon or
+// mcdmactl path means the one in this build tree, next to `self`.
+template <typename Options>
+LinkPlan PlanFrom(const Options& o, const std::string& self) {
+  LinkPlan plan;
+  plan.self_exe = self;
+  plan.daemon_path = o.daemon.empty() ? NextTo(self, "../daemon/mcdma-rpcd") : o.daemon;
+  plan.mcdmactl_path = o.mcdmactl.empty() ? NextTo(self, "../client/tools/mcdmactl") : o.mcdmactl;
+  plan.daemon_log_level = o.daemon_log_level;
+  plan.daemon_args = o.daemon_args;
+  plan.payloads = o.payloads;
+  plan.iterations = o.iterations;
+  plan.warmup = o.warmup;
+  plan.timeout_ms = o.timeout_ms;
+  plan.run_limit_ms = o.run_limit_s * 1000;
+  plan.link_wait_ms = o.link_wait_s * 1000;
+  plan.bulk_bytes = o.bulk_bytes;
+  plan.op_bytes = o.op_bytes;
+  plan.repeats = o.repeats;
+  return plan;
+}
 
 // One server/client pair. The server gets --address <host B address>; a
 // server that reports a port (SignalReadyPort) has its client told

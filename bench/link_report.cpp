@@ -15,12 +15,6 @@ constexpr double kCallVsTcpMax = 1.5;   // daemon p50 / raw TCP p50, at most
 constexpr double kCallVsGrpcMin = 2.0;  // gRPC p50 / daemon p50, at least
 constexpr double kBulkVsTcpMin = 0.85;  // daemon GB/s / raw TCP GB/s, at least
 
-std::string Fixed(double v, int decimals) {
-  char buf[64];
-  snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  return buf;
-}
-
 std::string BulkBytes(uint64_t bytes) {
   if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0)
     return std::to_string(bytes >> 30) + " GiB";
@@ -81,13 +75,6 @@ LinkTarget CallTarget(std::string key, std::string description, const CallRows& 
 }
 
 }  // namespace
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 std::vector<LinkTarget> EvaluateLinkTargets(const CallRows& calls,
                                             const std::vector<size_t>& payloads,

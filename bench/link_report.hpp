@@ -29,7 +29,6 @@ struct BulkRow {
   std::string error;
   std::vector<double> gbps;
 };
-double Median(std::vector<double> values);
 
 // One acceptance target and whether this run met it.
 struct LinkTarget {

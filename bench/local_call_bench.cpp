@@ -6,8 +6,6 @@
 // the orchestrator; `child --role R` (hidden) is one endpoint, started by
 // the orchestrator with fork + exec. Exit codes: 0 every mechanism ran (and
 // the target was met, with --require-target), 1 failure, 2 usage.
-#include <sys/utsname.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
@@ -15,6 +13,7 @@
 #include <thread>
 
 #include "baselines.hpp"
+#include "child_cli.hpp"
 #include "daemon_path.hpp"
 #include "orchestrator.hpp"
 #include "report.hpp"
@@ -37,12 +36,6 @@ int RunChild(const bench::RoleOptions& options) {
     return 2;
   }
   return it->second(options);
-}
-
-std::string KernelName() {
-  utsname u;
-  if (uname(&u) != 0) return "unknown";
-  return std::string(u.sysname) + " " + u.release;
 }
 
 // Orchestrator options, each with its default.
@@ -116,7 +109,8 @@ int RunOrchestrator(const Options& options) {
                    [](const bench::Row& a, const bench::Row& b) { return a.payload < b.payload; });
 
   printf("local call round trip: %d round trips per row after %d warm-up, %u CPUs, %s\n",
-         plan.iterations, plan.warmup, std::thread::hardware_concurrency(), KernelName().c_str());
+         plan.iterations, plan.warmup, std::thread::hardware_concurrency(),
+         bench::KernelName().c_str());
   bench::PrintTable(stdout, rows, "daemon");
   bench::Verdict verdict =
       bench::EvaluateTarget(rows, plan.payloads, "daemon", "grpc", kTargetFactor);
@@ -129,7 +123,7 @@ int RunOrchestrator(const Options& options) {
                         plan.payloads,
                         plan.daemon_path,
                         std::thread::hardware_concurrency(),
-                        KernelName()};
+                        bench::KernelName()};
     mcdma::Status st = bench::WriteJson(options.json, info, rows, "daemon", verdict);
     if (!st.ok()) {
       fprintf(stderr, "mcdma_bench_local: %s\n", st.message().c_str());
@@ -165,18 +159,7 @@ int Main(int argc, char** argv) {
 
   // The endpoint processes; not for people (hidden from --help).
   bench::RoleOptions role;
-  CLI::App* child = app.add_subcommand("child", "")->group("");
-  child->add_option("--role", role.role)->required();
-  child->add_option("--fd", role.fd);
-  child->add_option("--ready-fd", role.ready_fd);
-  child->add_option("--lifeline-fd", role.lifeline_fd);
-  child->add_option("--socket", role.socket);
-  child->add_option("--out", role.out);
-  child->add_option("--payloads", role.payloads)->delimiter(',');
-  child->add_option("--iterations", role.iterations);
-  child->add_option("--warmup", role.warmup);
-  child->add_option("--timeout-ms", role.timeout_ms);
-  child->add_option("--run-limit-ms", role.run_limit_ms);
+  CLI::App* child = bench::AddChildCommand(app, role);
 
   try {
     app.parse(argc, argv);
@@ -190,15 +173,6 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-// Exceptions (std::bad_alloc, a filesystem error) end the run as a failure
-// with a message, never as std::terminate.
 int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "mcdma_bench_local: %s\n", e.what());
-  } catch (...) {
-    fprintf(stderr, "mcdma_bench_local: unknown exception\n");
-  }
-  return 1;
+  return bench::GuardedMain("mcdma_bench_local", Main, argc, argv);
 }

@@ -16,12 +16,6 @@ const Row* Find(const std::vector<Row>& rows, const std::string& mechanism, size
   return nullptr;
 }
 
-std::string Fixed(double v, int decimals) {
-  char buf[64];
-  snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  return buf;
-}
-
 // JSON strings here are our own labels and error messages; escaping the
 // few characters that matter keeps an odd errno text from breaking the file.
 std::string Quote(const std::string& s) {
@@ -58,6 +52,19 @@ std::string JsonNumberOrNull(const std::optional<double>& v, int decimals) {
 }
 
 }  // namespace
+
+std::string Fixed(double v, int decimals) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
 
 std::string JsonQuote(const std::string& s) { return Quote(s); }
 

@@ -11,6 +11,12 @@
 
 namespace bench {
 
+// `v` with `decimals` digits after the point.
+std::string Fixed(double v, int decimals);
+// The median of `values` (the mean of the middle two for an even count);
+// 0 for none.
+double Median(std::vector<double> values);
+
 // One table row: a mechanism at one payload size. A mechanism that failed
 // has ok = false and the reason in `error`; its figures are absent.
 struct Row {
