@@ -125,6 +125,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
 Client::Client(std::shared_ptr<ClientCore> core) : core_(std::move(core)) {}
 Client::~Client() { core_->Shutdown(); }
 
+void Client::Close() { core_->Shutdown(); }
+
 SessionInfo Client::info() const { return core_->info(); }
 
 Result<uint64_t> Client::Serve(std::string_view service, Handler handler) {
@@ -141,6 +143,7 @@ Future<Message> StartCall(ClientCore& core, uint64_t service_id, std::span<const
   sub.desc.target = service_id;
   sub.payload = request;
   sub.op = std::make_shared<OpState>();
+  sub.op->service_id = service_id;
   *error = core.Submit(std::span<Submission>(&sub, 1), timeout);
   return ClientCore::MakeFuture<Message>(sub.op);
 }

@@ -291,6 +291,13 @@ void ClientCore::Finish(const std::shared_ptr<OpState>& op, Code code, std::stri
     op->has_request = false;
   }
   space_cv_.notify_all();
+  // The server behind a cached service id is gone: the next call by that
+  // name looks it up again (Call and Notify retry at once; CallAsync
+  // cannot, its request is no longer held).
+  if (code == Code::kNotFound && op->service_id != 0 &&
+      message.rfind("no service with id", 0) == 0) {
+    ForgetServiceId(op->service_id);
+  }
   op->code = code;
   op->message = std::move(message);
   op->done.store(1, std::memory_order_release);

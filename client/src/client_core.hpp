@@ -52,6 +52,7 @@ struct OpState {
   uint32_t request_off = 0;
   uint32_t request_len = 0;
   Clock::time_point deadline;
+  uint64_t service_id = 0;  // CALL/NOTIFY: the cached id it was sent to
   std::mutex callback_mu;
   std::function<void(OpState&)> callback;  // GUARDED_BY(callback_mu)
   bool callback_ran = false;               // GUARDED_BY(callback_mu)
@@ -92,6 +93,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void ReleaseDelivered(uint32_t off, uint32_t len);
 
   Result<uint64_t> ServiceId(std::string_view name, bool refresh);
+  // Drops every cached name that maps to `id` (its server is gone).
+  void ForgetServiceId(uint64_t id);
   Result<uint64_t> AddHandler(std::string_view service, Handler handler);
   Status RemoveHandler(uint64_t service_id);
   Status SendReply(uint64_t call_id, std::span<const std::byte> payload, Code code);

@@ -293,6 +293,11 @@ Result<uint64_t> ClientCore::ServiceId(std::string_view name, bool refresh) {
   return rep.service_id();
 }
 
+void ClientCore::ForgetServiceId(uint64_t id) {
+  std::lock_guard lock(handlers_mu_);
+  std::erase_if(service_ids_, [id](const auto& entry) { return entry.second == id; });
+}
+
 Message ClientCore::MakeMessage(const OpState& op) {
   Message m;
   if (!op.has_payload) return m;

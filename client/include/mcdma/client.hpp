@@ -208,6 +208,11 @@ class Client {
   static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options = {});
   // Closes the session: in-flight operations fail with kCancelled.
   ~Client();
+  // The same while the Client object lives on (other threads may still
+  // hold it): in-flight operations fail with kCancelled, later ones with
+  // kUnavailable "the client is closed". Idempotent. Not from a service
+  // handler (it joins the handler threads).
+  void Close();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
@@ -220,6 +225,10 @@ class Client {
                        std::chrono::milliseconds timeout = {});
   Result<Message> Call(std::string_view service, std::string_view request,
                        std::chrono::milliseconds timeout = {});
+  // Unlike Call, CallAsync does not retry: when the service's server has
+  // gone (or served the name again) since the name was looked up, it fails
+  // kNotFound "no service with id ..." and the next call looks the name up
+  // again.
   Future<Message> CallAsync(std::string_view service, std::span<const std::byte> request,
                             std::chrono::milliseconds timeout = {});
   // One-way message; OK once it is in the server's inbox.

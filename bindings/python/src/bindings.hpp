@@ -1,0 +1,13 @@
+// Registration of the _mcdma module's classes, one function per concern.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace mcdma::python {
+
+// bind_types.cpp: SessionInfo, RemoteBuffer, CallInfo, _NotifyQueue.
+void BindTypes(pybind11::module_& m);
+// bind_core.cpp: _Core.
+void BindCore(pybind11::module_& m);
+
+}  // namespace mcdma::python

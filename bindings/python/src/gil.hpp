@@ -1,0 +1,78 @@
+// The GIL rules of the mcdma Python binding.
+//
+//  * Every call into libmcdma that can wait (a transfer, a call, a gRPC
+//    control request, connect, close) runs inside WithoutGil, so other Python
+//    threads keep running meanwhile.
+//  * No library thread (progress, handler, stream) ever takes the GIL. Work
+//    that needs Python is queued (queues.hpp) and picked up by Python threads
+//    the package starts (mcdma/_dispatch.py). So a library thread can never
+//    deadlock on the GIL, at Client close or at interpreter shutdown.
+//
+// WithoutGil is deliberately not RAII (unlike py::gil_scoped_release): on
+// Python 3.11, a thread that takes the GIL back while the interpreter
+// finalizes is ended with pthread_exit, a forced unwind. From a destructor
+// (noexcept) that unwind is std::terminate; from a plain call it unwinds
+// cleanly through pybind11 (which rethrows abi::__forced_unwind).
+#pragma once
+
+#include <Python.h>
+
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace mcdma::python {
+
+// True once the interpreter has started to finalize.
+inline bool Finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+// Runs fn() with the GIL released and returns its result. The caller must
+// hold the GIL; fn must not touch Python objects.
+template <typename F>
+auto WithoutGil(F&& fn) -> std::invoke_result_t<F&> {
+  using R = std::invoke_result_t<F&>;
+  PyThreadState* saved = PyEval_SaveThread();
+  if constexpr (std::is_void_v<R>) {
+    try {
+      fn();
+    } catch (...) {
+      PyEval_RestoreThread(saved);
+      throw;
+    }
+    PyEval_RestoreThread(saved);
+  } else {
+    std::optional<R> result;
+    try {
+      result.emplace(fn());
+    } catch (...) {
+      PyEval_RestoreThread(saved);
+      throw;
+    }
+    PyEval_RestoreThread(saved);
+    return std::move(*result);
+  }
+}
+
+// For destructors: runs fn() without the GIL when this thread holds it and
+// the interpreter is not finalizing (then it keeps the GIL: see above). A
+// finalization that starts on another thread while fn() runs (one gRPC
+// request) would still end this thread badly; atexit closes every client
+// first (mcdma/_client.py), so by then no library call is in progress.
+template <typename F>
+void WithoutGilIfHeld(F&& fn) {
+  if (Py_IsInitialized() == 0 || Finalizing() || PyGILState_Check() == 0) {
+    fn();
+    return;
+  }
+  PyThreadState* saved = PyEval_SaveThread();
+  fn();
+  PyEval_RestoreThread(saved);
+}
+
+}  // namespace mcdma::python
