@@ -32,8 +32,9 @@ PACKAGES=(
   qemu-system-x86 debootstrap cpio busybox-static zstd kmod
   # format and lint (.clang-format, .clang-tidy)
   clang-format clang-tidy
-  # Python bindings and tests (bindings/python, tests/python)
-  python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch
+  # Python bindings and tests (bindings/python, tests/python); xxHash for
+  # the KV hand-off's layer checksums
+  python3-dev python3-pybind11 libxxhash-dev python3-numpy python3-pytest python3-torch
 )
 
 usage() {

@@ -9,6 +9,13 @@ def codes() -> List[Tuple[str, int]]:
 
 def _set_error_factory(factory: Any) -> None: ...
 
+CHECKSUM_ALGORITHM: str
+
+def checksum(data: Any, offset: int = 0, length: Optional[int] = None) -> int:
+    """XXH3-64 of `length` bytes of `data` (any C-contiguous buffer) from
+    `offset` (default: to the end), with the GIL released. ValueError for a
+    range outside the buffer or a non-contiguous one."""
+
 _error_factory: Any
 
 class Buffer:

@@ -9,5 +9,7 @@ namespace mcdma::python {
 void BindTypes(pybind11::module_& m);
 // bind_core.cpp: _Core.
 void BindCore(pybind11::module_& m);
+// checksum.cpp: checksum() (XXH3-64), CHECKSUM_ALGORITHM.
+void BindChecksum(pybind11::module_& m);
 
 }  // namespace mcdma::python

@@ -15,4 +15,5 @@ PYBIND11_MODULE(_mcdma, m) {
   mcdma::python::BindBuffer(m);
   mcdma::python::BindTypes(m);
   mcdma::python::BindCore(m);
+  mcdma::python::BindChecksum(m);
 }
