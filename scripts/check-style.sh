@@ -24,7 +24,7 @@ case "$mode" in
     exit $bad
     ;;
   tidy)
-    files=$(sources | grep -E '^(common|driver|daemon|client|demo|bench)/.*\.cpp$')
+    files=$(sources | grep -E '^(common|driver|daemon|client|demo|bench|bindings)/.*\.cpp$')
     out=$(echo "$files" | xargs -P "${MCDMA_BUILD_JOBS:-2}" -n 4 clang-tidy -p "$build" --quiet 2>&1 |
           grep -E '(warning|error):' || true)
     if [ -n "$out" ]; then

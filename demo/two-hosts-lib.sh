@@ -1,0 +1,84 @@
+# shellcheck shell=bash
+# Sourced by the two-host demos (run-two-hosts-demo.sh, kv/run-kv-demo.sh):
+# starts two linked mcdma-rpcd daemons as two hosts on this machine.
+#
+#   source demo/two-hosts-lib.sh
+#   two_hosts_init BUILD_DIR   # temp dir, EXIT trap; sets build, dir, ctl
+#   two_hosts_start            # hosts, fabric key, daemons host-a and host-b, link up
+#   "${in_a[@]}" CMD &         # run CMD on host-a (in_b: host-b); pids+=($!)
+#
+# Hosts are network namespaces joined by a veth pair when this user may
+# create them (root), else both daemons run on loopback with their own
+# sockets and ports. After two_hosts_start: $dir/a.sock and $dir/b.sock are
+# the daemons' sockets, host-b links to host-a with a fresh fabric key.
+# Daemon logs (warnings and up) go to $dir/{a,b}.rpcd.log. On exit the trap
+# kills every pid in `pids` (callers add theirs), shows the end of the
+# daemon logs if the script failed, deletes the namespaces and the temp
+# dir; the caller's exit status is kept.
+
+_two_hosts_lib=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+pids=()
+netns=0
+
+two_hosts_cleanup() {
+  local rc=$? p h
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+    for h in a b; do
+      [ -s "$dir/$h.rpcd.log" ] && { echo "== host-$h daemon log (last lines)"; tail -20 "$dir/$h.rpcd.log"; }
+    done
+  fi
+  if [ "$netns" = 1 ]; then bash "$_two_hosts_lib/../tests/netns/hosts.sh" down "$prefix" >/dev/null 2>&1 || true; fi
+  rm -rf "$dir"
+}
+
+two_hosts_init() {
+  build=${1:-build}
+  ctl=$build/client/tools/mcdmactl
+  dir=$(mktemp -d /tmp/mcdma-demo2.XXXXXX)
+  prefix=mcdemo$$
+  trap two_hosts_cleanup EXIT
+}
+
+two_hosts_start() {
+  local hosts=$_two_hosts_lib/../tests/netns/hosts.sh
+  if bash "$hosts" check 2>/dev/null; then
+    netns=1
+    read -r _ addr_a < <(bash "$hosts" up "$prefix" | sed -n 1p)
+    addr_b=${addr_a%.1}.2
+    in_a=(ip netns exec "$prefix-a")
+    in_b=(ip netns exec "$prefix-b")
+    port_a=7471
+    port_b=7471
+    echo "== two hosts: network namespaces $prefix-a ($addr_a) and $prefix-b ($addr_b), joined by a veth pair"
+  else
+    addr_a=127.0.0.1
+    addr_b=127.0.0.1
+    in_a=()
+    in_b=()
+    # Two free ports on loopback (the default 7471 may belong to a real daemon).
+    free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+    port_a=$(free_port)
+    port_b=$(free_port)
+    echo "== two hosts on loopback (network namespaces need root); each daemon has its own socket and ports"
+  fi
+
+  "$ctl" fabric-key new "$dir/fabric.key" > /dev/null
+  echo "== fabric key $dir/fabric.key (mode 0600), shared by both daemons"
+  echo "== host-a: mcdma-rpcd on $dir/a.sock, peers on $addr_a:$port_a"
+  "${in_a[@]}" "$build/daemon/mcdma-rpcd" --socket "$dir/a.sock" --host-id host-a \
+    --fabric-key "$dir/fabric.key" --listen "$addr_a:$port_a" --log-level warn 2> "$dir/a.rpcd.log" &
+  pids+=($!)
+  for _ in $(seq 200); do [ -S "$dir/a.sock" ] && break; sleep 0.05; done
+  echo "== host-b: mcdma-rpcd on $dir/b.sock, peers on $addr_b:$port_b, linking to host-a"
+  "${in_b[@]}" "$build/daemon/mcdma-rpcd" --socket "$dir/b.sock" --host-id host-b \
+    --fabric-key "$dir/fabric.key" --listen "$addr_b:$port_b" \
+    --peer "host-a=$addr_a:$port_a" --log-level warn 2> "$dir/b.rpcd.log" &
+  pids+=($!)
+  for _ in $(seq 200); do
+    "$ctl" --socket "$dir/b.sock" links --json 2>/dev/null | grep -q '"state":"up"' && break
+    sleep 0.05
+  done
+  "$ctl" --socket "$dir/b.sock" links
+}
