@@ -200,6 +200,16 @@ void Engine::Sweep(Clock::time_point now) {
     spdlog::get("engine")->info("export '{}' expired (TTL)", name);
     RemoveExport(name, Code::kRevoked);
   }
+  for (auto d = revoked_regions_.begin(); d != revoked_regions_.end();) {
+    if (d->second.deadline > now) {
+      ++d;
+      continue;
+    }
+    spdlog::get("engine")->warn(
+        "export {}: {} verbs peer(s) did not acknowledge its revocation; deregistering anyway",
+        d->first, d->second.waiting.size());
+    d = revoked_regions_.erase(d);
+  }
   auto attach = std::chrono::milliseconds(options_.attach_timeout_ms);
   std::vector<std::string> stale;
   for (auto& [name, u] : unmapped_) {

@@ -242,6 +242,8 @@ class Engine {
   void ExpireDeadlines(Clock::time_point now);
   void Sweep(Clock::time_point now);
   void RemoveExport(const std::string& name, Code reason);
+  // Sends the kRevokeAcks whose transfers have drained.
+  bool SendRevokeAcks();
   Session* FindSession(uint64_t id);
 
   Options options_;
@@ -290,6 +292,20 @@ class Engine {
                       std::vector<std::pair<Clock::time_point, uint64_t>>, std::greater<>>
       call_deadlines_;
   std::map<uint64_t, TransferOp> transfers_;
+  // Verbs registrations of removed exports, kept (with their memory) until
+  // every verbs peer that resolved the export acknowledged the kRevoke:
+  // an RDMA access posted before the peer learned of it must not meet a
+  // deregistered region (the NIC would refuse it and fail the link).
+  struct DrainingRegistration {
+    Registration registration;
+    std::shared_ptr<BufferRecord> buffer;
+    std::set<uint64_t> waiting;  // link ids
+    Clock::time_point deadline;
+  };
+  std::map<uint64_t, DrainingRegistration> revoked_regions_;  // by export id
+  // kRevokeAcks to send, (link id, export id), once no transfer of ours to
+  // that export is posted.
+  std::set<std::pair<uint64_t, uint64_t>> revoke_acks_;
   // Segments not yet mapped by their app, by name; unlinked when mapped or
   // after attach_timeout_ms.
   struct Unmapped {

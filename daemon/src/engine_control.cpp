@@ -11,6 +11,10 @@
 namespace mcdma::daemon {
 namespace {
 
+// The longest a removed export's verbs registration waits for its peers'
+// kRevokeAcks (a peer that never answers would pin the memory forever).
+constexpr auto kRevokeDrainLimit = std::chrono::seconds(60);
+
 Status ValidName(const std::string& name, const char* what) {
   if (name.empty() || name.size() > 128) {
     return Status(Code::kInvalid, std::string(what) + " name must be 1..128 characters");
@@ -279,15 +283,23 @@ void Engine::RemoveExport(const std::string& name, Code reason) {
   // Peers lose access now: their next access fails at our end, and they are
   // told so their in-flight transfers stop.
   e.peer_access.pieces.clear();
-  e.peer_access_verbs.pieces.clear();
+  DrainingRegistration drain;
   for (const std::string& peer : e.resolved_by) {
     if (EngineLink* l = LinkTo(peer)) {
       link_wire::Header h;
       h.type = link_wire::MsgType::kRevoke;
       h.target = e.id;
       SendMessage(*l, h, {});
+      if (l->verbs) drain.waiting.insert(l->id);
     }
   }
+  if (!e.peer_access_verbs.empty() && !drain.waiting.empty()) {
+    drain.registration = std::move(e.peer_access_verbs);
+    drain.buffer = e.buffer;
+    drain.deadline = Clock::now() + kRevokeDrainLimit;
+    revoked_regions_[e.id] = std::move(drain);
+  }
+  e.peer_access_verbs.pieces.clear();
   if (Session* owner = FindSession(it->second->owner)) owner->exports.erase(name);
   spdlog::get("engine")->debug("export '{}' removed ({})", name, CodeName(reason));
   exports_.erase(it);

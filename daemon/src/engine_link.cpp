@@ -129,6 +129,12 @@ void Engine::DropLink(uint64_t link_id, Code code, const std::string& why) {
   spdlog::get("engine")->warn("link {} to '{}' ({}, generation {}) down: {}: {}", link_id,
                               l->spec.peer, l->spec.origin, l->spec.generation, CodeName(code),
                               why);
+  // Its queue pair is gone: no late access can come from it.
+  for (auto d = revoked_regions_.begin(); d != revoked_regions_.end();) {
+    d->second.waiting.erase(link_id);
+    d = d->second.waiting.empty() ? revoked_regions_.erase(d) : std::next(d);
+  }
+  std::erase_if(revoke_acks_, [link_id](const auto& ack) { return ack.first == link_id; });
   std::string msg = "link to '" + l->spec.peer + "' went down: " + why;
   std::vector<uint64_t> failed;
   for (auto& [cid, call] : calls_) {
@@ -388,6 +394,18 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
                                        "' was unexported, expired or its owner exited";
           }
         }
+      }
+      // The owner keeps its memory registered until we say none of our
+      // RDMA accesses to it is still posted.
+      if (l.verbs) {
+        revoke_acks_.emplace(l.id, h.target);
+        SendRevokeAcks();
+      }
+      break;
+    case link_wire::MsgType::kRevokeAck:
+      if (auto d = revoked_regions_.find(h.target); d != revoked_regions_.end()) {
+        d->second.waiting.erase(l.id);
+        if (d->second.waiting.empty()) revoked_regions_.erase(d);  // deregisters
       }
       break;
     case link_wire::MsgType::kEcho: {

@@ -249,9 +249,36 @@ void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_li
   }
 }
 
-bool Engine::ProgressTransfers() {
-  if (transfers_.empty()) return false;
+bool Engine::SendRevokeAcks() {
   bool did = false;
+  for (auto it = revoke_acks_.begin(); it != revoke_acks_.end();) {
+    auto [link_id, export_id] = *it;
+    bool posted = false;
+    for (const auto& [id, op] : transfers_) {
+      if (op.link == link_id && op.peer && op.peer->export_id == export_id && op.outstanding > 0) {
+        posted = true;
+        break;
+      }
+    }
+    if (posted) {
+      ++it;
+      continue;
+    }
+    if (EngineLink* l = FindLink(link_id)) {
+      link_wire::Header h;
+      h.type = link_wire::MsgType::kRevokeAck;
+      h.target = export_id;
+      SendMessage(*l, h, {});
+    }
+    it = revoke_acks_.erase(it);
+    did = true;
+  }
+  return did;
+}
+
+bool Engine::ProgressTransfers() {
+  bool did = revoke_acks_.empty() ? false : SendRevokeAcks();
+  if (transfers_.empty()) return did;
   for (auto& [id, op] : transfers_) {
     bool revoked = op.peer ? op.peer->revoked : op.target->revoked;
     if (op.error == Code::kOk && revoked) {

@@ -29,7 +29,11 @@ enum class MsgType : uint8_t {
   kRevoke = 4,     // target: an export id the sender revoked
   kEcho = 5,       // id: sequence; payload echoed back in a kEchoReply
   kEchoReply = 6,  // id: the kEcho's sequence; payload: the kEcho's
-  kMaxType = 6,
+  // target: an export id the receiver revoked (kRevoke); sent once none of
+  // the sender's transfers to it is still posted, so the receiver may
+  // deregister its memory without a late RDMA access failing the link.
+  kRevokeAck = 7,
+  kMaxType = 7,
 };
 
 // Little-endian on the wire, whatever the host's order.

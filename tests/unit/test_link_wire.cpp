@@ -68,9 +68,11 @@ TEST(LinkWire, RefusesWhatBreaksTheRules) {
   bad.type = static_cast<MsgType>(0);
   EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 0"),
             std::string::npos);
-  bad.type = static_cast<MsgType>(7);
-  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 7"),
+  bad.type = static_cast<MsgType>(8);
+  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 8"),
             std::string::npos);
+  bad.type = MsgType::kRevokeAck;  // the newest type is known
+  EXPECT_EQ(DecodeError(bad, link_wire::kHeaderBytes + 10), "accepted");
   bad = ok;
   bad.total_len = link_wire::kMaxMessageBytes + 1;
   EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes).find("over the limit"), std::string::npos);
