@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Union
 
 from . import _kv_wire as wire
 from ._client import Client
-from ._errors import Error, Invalid
+from ._errors import Error, Invalid, Timeout
 from ._mcdma import Buffer, CallInfo, checksum
 
 _log = logging.getLogger("mcdma.kv")
@@ -181,7 +181,6 @@ class KVExport:
             while len(self._done) < count:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    from ._errors import Timeout
                     raise Timeout(f"hand-off {self._id}: {len(self._done)} of {count} consumers "
                                   f"finished within {timeout} s")
                 self._changed.wait(left)
