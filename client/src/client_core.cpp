@@ -7,6 +7,7 @@
 
 #include "mcdma_internal/coded_status.hpp"
 #include "mcdma_internal/wait.hpp"
+#include "platform/process.hpp"
 
 namespace mcdma::internal {
 namespace {
@@ -19,14 +20,6 @@ thread_local bool t_reaping = false;
 // gives up on it (the daemon enforces deadlines; this guards a hung daemon).
 constexpr auto kDeadlineGrace = std::chrono::seconds(2);
 constexpr auto kSleepCap = std::chrono::milliseconds(100);
-
-std::string ProgramName() {
-  char buf[256] = {};
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "app";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(path.find_last_of('/') + 1);
-}
 
 }  // namespace
 
@@ -43,7 +36,7 @@ Status FromGrpc(const grpc::Status& s) {
 
 ClientCore::ClientCore(ClientOptions options) : options_(std::move(options)) {
   if (options_.socket.empty()) options_.socket = DefaultClientSocketPath();
-  if (options_.app_name.empty()) options_.app_name = ProgramName();
+  if (options_.app_name.empty()) options_.app_name = platform::ProgramName();
   if (options_.default_timeout.count() <= 0)
     options_.default_timeout = std::chrono::milliseconds(30000);
   info_.socket = options_.socket;

@@ -4,29 +4,29 @@
 #include <cstdlib>
 #include <string>
 
+#include "platform/names.hpp"
+
 namespace mcdma {
 namespace {
-#if defined(__APPLE__)
-constexpr const char* kServiceSocket = "/var/run/mcdma/rpcd.sock";
-#else
-constexpr const char* kServiceSocket = "/run/mcdma/rpcd.sock";
-#endif
 
 bool Exists(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0;
 }
+
 }  // namespace
 
-// Declared in mcdma/client.hpp; the daemon listens here by default.
+// Declared in mcdma/client.hpp; the daemon listens here by default: the
+// system service's socket for root, else a user instance's under the
+// user's runtime directory (platform/names.hpp says which on each OS).
 std::string DefaultSocketPath() {
   if (const char* env = std::getenv("MCDMA_SOCKET"); env != nullptr && *env != '\0') return env;
   if (geteuid() != 0) {
-    if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
-      return std::string(xdg) + "/mcdma/rpcd.sock";
+    if (std::string dir = platform::UserRuntimeDir(); !dir.empty()) {
+      return dir + "/mcdma/rpcd.sock";
     }
   }
-  return kServiceSocket;
+  return platform::ServiceSocketPath();
 }
 
 // Declared in mcdma/client.hpp; apps and mcdmactl connect here by default:
@@ -35,7 +35,8 @@ std::string DefaultClientSocketPath() {
   std::string path = DefaultSocketPath();
   const char* env = std::getenv("MCDMA_SOCKET");
   bool explicit_path = env != nullptr && *env != '\0';
-  if (!explicit_path && !Exists(path) && Exists(kServiceSocket)) return kServiceSocket;
+  const char* service = platform::ServiceSocketPath();
+  if (!explicit_path && !Exists(path) && Exists(service)) return service;
   return path;
 }
 

@@ -7,6 +7,7 @@
 #include <boost/interprocess/shared_memory_object.hpp>
 
 #include "mcdma_internal/sys.hpp"
+#include "platform/names.hpp"
 
 namespace bip = boost::interprocess;
 
@@ -22,8 +23,8 @@ uint64_t PageSize() {
   return kPage;
 }
 
-std::string ShmSegment::NewName(const char* kind) {
-  return std::string("/mcdma-") + kind + "-" + RandomHex(16);
+std::string ShmSegment::NewName(char kind) {
+  return std::string("/mcdma-") + kind + "-" + RandomHex(11);
 }
 
 ShmSegment::ShmSegment(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
@@ -69,6 +70,7 @@ void ShmSegment::Unlink() {
 }
 
 Result<ShmSegment> ShmSegment::Create(const std::string& name, uint64_t bytes, uint32_t owner_uid) {
+  MCDMA_RETURN_IF_ERROR(platform::CheckShmName(name));
   if (bytes == 0) return Status(Code::kInvalid, "segment size must be > 0");
   bytes = RoundUpToPage(bytes);
   try {
@@ -104,6 +106,7 @@ Result<ShmSegment> ShmSegment::Create(const std::string& name, uint64_t bytes, u
 }
 
 Result<ShmSegment> ShmSegment::Open(const std::string& name, uint64_t bytes) {
+  MCDMA_RETURN_IF_ERROR(platform::CheckShmName(name));
   try {
     auto impl = std::make_unique<Impl>();
     impl->object = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_write);

@@ -1,5 +1,6 @@
 #include "daemon.hpp"
 
+#include <grp.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -20,7 +21,9 @@
 #include "mcdma_internal/fabric_key.hpp"
 #include "mcdma_internal/sys.hpp"
 #include "peer/peer_plane.hpp"
-#include "service_notify.hpp"
+#include "platform/names.hpp"
+#include "platform/service_manager.hpp"
+#include "platform/socket.hpp"
 #include "verbs_support.hpp"
 
 namespace mcdma::daemon {
@@ -28,17 +31,28 @@ namespace {
 
 // True if something accepts connections on the Unix socket at `path`.
 bool SocketAnswers(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  auto fd = platform::OpenSocket(AF_UNIX, SOCK_STREAM, 0, platform::Blocking::kBlocking);
+  if (!fd.ok()) return false;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
+  return connect(fd->get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
 }
 
-Status PrepareSocketPath(const std::string& path) {
+// Gives the socket's directory to `group` (mode 0750), so that its members
+// may connect; Validate checked that the group exists.
+Status GiveSocketDirectoryTo(const std::string& dir, const std::string& group) {
+  const struct group* gr = getgrnam(group.c_str());
+  if (gr == nullptr) return Status(Code::kInvalid, "socket_group: no group '" + group + "'");
+  if (chown(dir.c_str(), static_cast<uid_t>(-1), gr->gr_gid) != 0) {
+    return SysError("chown", errno, "socket directory " + dir + " to group " + group);
+  }
+  if (chmod(dir.c_str(), 0750) != 0) return SysError("chmod", errno, "socket directory " + dir);
+  return Status::Ok();
+}
+
+Status PrepareSocketPath(const std::string& path, const std::string& group) {
+  MCDMA_RETURN_IF_ERROR(platform::CheckUnixSocketPath(path));
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
@@ -49,6 +63,9 @@ Status PrepareSocketPath(const std::string& path) {
     // Only the owner (a user instance) or the owner and its group (the
     // service's `mcdma` group) may reach the socket.
     chmod(dir.c_str(), geteuid() == 0 ? 0750 : 0700);
+  }
+  if (!group.empty()) {
+    MCDMA_RETURN_IF_ERROR(GiveSocketDirectoryTo(dir.empty() ? "." : dir.string(), group));
   }
   if (std::filesystem::exists(path, ec)) {
     if (SocketAnswers(path)) {
@@ -105,7 +122,7 @@ Status RunDaemon(const Options& options) {
       log->info("verbs: not available: {}; links use tcp", verbs.info.reason);
     }
   }
-  MCDMA_RETURN_IF_ERROR(PrepareSocketPath(options.socket));
+  MCDMA_RETURN_IF_ERROR(PrepareSocketPath(options.socket, options.socket_group));
   MCDMA_ASSIGN_OR_RETURN(auto device, driver::loop::CreateLoopDevice());
   Engine engine(options, std::move(device), std::move(link_device), std::move(verbs.device),
                 verbs.info);
@@ -145,18 +162,18 @@ Status RunDaemon(const Options& options) {
             peers ? std::string(engine.has_verbs() ? ", verbs" : "") + ", tcp; peers on " +
                         peers->listen_address()
                   : "; peering off: no fabric_key");
-  NotifyServiceManager("READY=1\nSTATUS=serving");
+  platform::NotifyServiceManager("READY=1\nSTATUS=serving");
 
   std::atomic<bool> watchdog_stop{false};
   std::thread watchdog;
-  if (auto interval = WatchdogInterval()) {
+  if (auto interval = platform::WatchdogInterval()) {
     watchdog = std::thread([&, interval = *interval] {
       uint64_t last = engine.rounds();
       while (!watchdog_stop.load()) {
         std::this_thread::sleep_for(interval / 2);
         uint64_t now = engine.rounds();
         // Only a live engine loop earns a ping; a stuck one gets restarted.
-        if (now != last) NotifyServiceManager("WATCHDOG=1");
+        if (now != last) platform::NotifyServiceManager("WATCHDOG=1");
         last = now;
       }
     });
@@ -164,7 +181,7 @@ Status RunDaemon(const Options& options) {
 
   int sig = WaitForSignal();
   log->info("received {}; draining (up to {} ms)", strsignal(sig), options.drain_timeout_ms);
-  NotifyServiceManager("STOPPING=1\nSTATUS=draining");
+  platform::NotifyServiceManager("STOPPING=1\nSTATUS=draining");
   (void)engine.Run([&] {
     engine.BeginDrain();
     return 0;

@@ -197,7 +197,7 @@ Result<AllocInfo> Engine::Alloc(uint64_t session, uint64_t size) {
                                        ") buffers");
   }
   MCDMA_ASSIGN_OR_RETURN(ShmSegment seg,
-                         ShmSegment::Create(ShmSegment::NewName("buf"), size, s->uid));
+                         ShmSegment::Create(ShmSegment::NewName('b'), size, s->uid));
   auto rec = std::make_shared<BufferRecord>();
   rec->id = next_id_++;
   rec->owner = session;

@@ -23,6 +23,9 @@ int Main(int argc, char** argv) {
   app.add_option("--socket", flags.socket,
                  "control socket (default: $MCDMA_SOCKET, $XDG_RUNTIME_DIR/mcdma/rpcd.sock, "
                  "/run/mcdma/rpcd.sock; /var/run/mcdma/rpcd.sock on macOS)");
+  app.add_option("--socket-group", flags.socket_group,
+                 "group that may connect: the socket's directory becomes 0750 of this group "
+                 "(default: leave it as found)");
   app.add_option("--host-id", flags.host_id, "host id shown to peers (default: hostname)");
   app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|critical|off");
   app.add_option("--spin-budget-us", flags.spin_budget_us,
@@ -76,6 +79,7 @@ int Main(int argc, char** argv) {
   // Flags given on the command line override the file.
   auto given = [&](const char* name) { return app.count(name) > 0; };
   if (given("--socket")) options.socket = flags.socket;
+  if (given("--socket-group")) options.socket_group = flags.socket_group;
   if (given("--host-id")) options.host_id = flags.host_id;
   if (given("--log-level")) options.log_level = flags.log_level;
   if (given("--spin-budget-us")) options.spin_budget_us = flags.spin_budget_us;

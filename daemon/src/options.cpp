@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <grp.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "mcdma/client.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
 #include "mcdma_internal/peer_auth.hpp"
+#include "platform/names.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -49,6 +51,7 @@ Setter Str(std::string& field) {
 std::map<std::string, Setter> Setters(Options& o) {
   return {
       {"socket", Str(o.socket)},
+      {"socket_group", Str(o.socket_group)},
       {"host_id", Str(o.host_id)},
       {"log_level", Str(o.log_level)},
       {"drain_timeout_ms", Int(o.drain_timeout_ms)},
@@ -202,7 +205,13 @@ Status LoadTomlFile(const std::string& path, Options& options) {
 
 Status Validate(Options& o) {
   if (o.socket.empty()) o.socket = DefaultSocketPath();
-  if (o.socket.size() >= 100) return Status(Code::kInvalid, "socket: path longer than 99 bytes");
+  if (Status st = platform::CheckUnixSocketPath(o.socket); !st.ok()) {
+    return Status(Code::kInvalid, "socket: " + st.message());
+  }
+  if (!o.socket_group.empty() && getgrnam(o.socket_group.c_str()) == nullptr) {
+    return Status(Code::kInvalid, "socket_group: no group '" + o.socket_group +
+                                      "' on this host (create it, or leave socket_group unset)");
+  }
   if (o.host_id.empty()) {
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);

@@ -29,6 +29,13 @@ struct Options {
   // Control socket; default: mcdma::DefaultSocketPath() ($MCDMA_SOCKET,
   // $XDG_RUNTIME_DIR/mcdma/rpcd.sock for a user, /run/mcdma/rpcd.sock as root).
   std::string socket;
+  // The group that may connect to the control socket. When set, the daemon
+  // gives the socket's directory to this group (mode 0750) and the socket
+  // mode 0660. Default "": the directory is left as found or made (the
+  // systemd service's RuntimeDirectory is group mcdma already). On macOS,
+  // where launchd makes no such directory, set it (e.g. "staff", or a group
+  // of your own) so that users' apps reach a daemon run as root.
+  std::string socket_group;
   // This host's id as peers and status see it; default: the hostname.
   std::string host_id;
   // trace, debug, info, warn, error, critical, off. Default "info".

@@ -10,7 +10,7 @@ Result<std::unique_ptr<Session>> Session::Create(uint64_t id, const shm::Mailbox
                                                  uint32_t uid) {
   if (!geo.Valid()) return Status(Code::kInvalid, "mailbox geometry out of range");
   MCDMA_ASSIGN_OR_RETURN(ShmSegment seg,
-                         ShmSegment::Create(ShmSegment::NewName("mbox"), geo.total_bytes(), uid));
+                         ShmSegment::Create(ShmSegment::NewName('m'), geo.total_bytes(), uid));
   auto* h = new (seg.data()) shm::MailboxHeader{};
   h->magic = shm::kMailboxMagic;
   h->version = shm::kMailboxVersion;

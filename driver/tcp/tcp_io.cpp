@@ -1,8 +1,6 @@
-// IoThread: epoll loop, command queue, accepting and the HELLO check.
+// IoThread: the poll loop, command queue, accepting and the HELLO check.
 #include "driver/tcp/tcp_io.hpp"
 
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +12,7 @@
 
 #include "driver/tcp/tcp_wire.hpp"
 #include "mcdma_internal/sys.hpp"
+#include "platform/socket.hpp"
 
 namespace mcdma::driver::tcp {
 namespace {
@@ -33,18 +32,13 @@ IoThread::IoThread(Registry& registry, Rendezvous& rendezvous,
 IoThread::~IoThread() { Stop(); }
 
 Status IoThread::Start(Fd listener) {
-  epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_.valid()) return SysError("epoll_create1", errno);
-  wake_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!wake_.valid()) return SysError("eventfd", errno);
+  MCDMA_ASSIGN_OR_RETURN(poller_, platform::Poller::Create());
+  MCDMA_ASSIGN_OR_RETURN(wake_, platform::Wakeup::Create());
   listener_ = std::move(listener);
   listener_handle_.fd = listener_.get();
-  wake_handle_.fd = wake_.get();
+  wake_handle_.fd = wake_.fd();
   for (Handle* handle : {&listener_handle_, &wake_handle_}) {
-    epoll_event ev{.events = EPOLLIN, .data = {.ptr = handle}};
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, handle->fd, &ev) != 0) {
-      return SysError("epoll_ctl", errno, "ADD");
-    }
+    MCDMA_RETURN_IF_ERROR(poller_.Add(handle->fd, handle, platform::kInterestRead));
   }
   ctx_ = std::make_unique<WireContext>(WireContext{
       .registry = registry_, .scratch = std::vector<std::byte>(kScratchBytes), .notify = false});
@@ -57,10 +51,7 @@ void IoThread::Stop() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
-  if (wake_.valid()) {
-    uint64_t one = 1;
-    (void)write(wake_.get(), &one, sizeof(one));
-  }
+  if (wake_.valid()) wake_.Signal();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -93,10 +84,7 @@ void IoThread::Submit(Command command) {
       wake = !std::exchange(wake_pending_, true);
     }
   }
-  if (wake) {
-    uint64_t one = 1;
-    (void)write(wake_.get(), &one, sizeof(one));
-  }
+  if (wake) wake_.Signal();
   // Stopped: the thread is gone, so the caller answers the command itself.
   if (!queued) ApplyCommand(command, /*stopped=*/true);
 }
@@ -126,10 +114,8 @@ void IoThread::ApplyCommand(Command& command, bool stopped) {
       slot.wire = std::make_unique<Wire>(std::move(command.fd), command.conn, *ctx_);
       slot.handle.fd = slot.wire->fd();
       slot.handle.wire = slot.wire.get();
-      epoll_event ev{.events = EPOLLIN | EPOLLRDHUP, .data = {.ptr = &slot.handle}};
-      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, slot.handle.fd, &ev) != 0) {
-        slot.wire->Fail(SysError("epoll_ctl", errno, "ADD data connection").message());
-      }
+      Status added = poller_.Add(slot.handle.fd, &slot.handle, platform::kInterestRead);
+      if (!added.ok()) slot.wire->Fail(added.message() + ": data connection");
       break;
     }
     case Command::Kind::kClose:
@@ -139,8 +125,7 @@ void IoThread::ApplyCommand(Command& command, bool stopped) {
 }
 
 void IoThread::HandleCommands() {
-  uint64_t count = 0;
-  (void)read(wake_.get(), &count, sizeof(count));
+  wake_.Drain();
   std::deque<Command> batch;
   {
     std::lock_guard lock(mu_);
@@ -160,7 +145,7 @@ void IoThread::HandleCommands() {
 }
 
 void IoThread::Run() {
-  std::array<epoll_event, kMaxEvents> events{};
+  std::array<platform::PollEvent, kMaxEvents> events{};
   // After activity the thread keeps polling (yielding the CPU) for a short
   // while before it blocks: a request/reply exchange then finds it awake
   // instead of paying a wake-up on every message. Nothing spins longer.
@@ -168,15 +153,16 @@ void IoThread::Run() {
   auto last_activity = std::chrono::steady_clock::now() - kSpin;
   for (;;) {
     bool spinning = std::chrono::steady_clock::now() - last_activity < kSpin;
-    int n = epoll_wait(epoll_.get(), events.data(), kMaxEvents, spinning ? 0 : NextTimeoutMs());
-    if (n < 0 && errno != EINTR) break;  // cannot happen with valid fds
+    Result<size_t> waited = poller_.Wait(events, spinning ? 0 : NextTimeoutMs());
+    if (!waited.ok()) break;  // cannot happen with valid fds
+    size_t n = *waited;
     if (n > 0) last_activity = std::chrono::steady_clock::now();
     if (n == 0 && spinning) {
       std::this_thread::yield();
       continue;
     }
-    for (int i = 0; i < n; ++i) {
-      auto* handle = static_cast<Handle*>(events[i].data.ptr);
+    for (size_t i = 0; i < n; ++i) {
+      auto* handle = static_cast<Handle*>(events[i].tag);
       switch (handle->kind) {
         case Handle::Kind::kListener:
           AcceptAll();
@@ -189,10 +175,8 @@ void IoThread::Run() {
           break;
         case Handle::Kind::kWire:
           if (handle->wire->dead()) break;
-          if ((events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
-            handle->wire->OnReadable();
-          }
-          if ((events[i].events & EPOLLOUT) != 0) handle->wire->Flush();
+          if (events[i].readable) handle->wire->OnReadable();
+          if (events[i].writable) handle->wire->Flush();
           break;
       }
     }
@@ -208,19 +192,18 @@ void IoThread::Run() {
 
 void IoThread::UpdateInterest(WireSlot& slot) {
   Wire& wire = *slot.wire;
-  if (wire.dead() || wire.wants_output() == wire.epollout) return;
-  wire.epollout = wire.wants_output();
-  epoll_event ev{.events = EPOLLIN | EPOLLRDHUP | (wire.epollout ? EPOLLOUT : 0u),
-                 .data = {.ptr = &slot.handle}};
-  if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, wire.fd(), &ev) != 0) {
-    wire.Fail(SysError("epoll_ctl", errno, "MOD data connection").message());
-  }
+  if (wire.dead() || wire.wants_output() == wire.watching_output) return;
+  wire.watching_output = wire.wants_output();
+  uint32_t interest =
+      platform::kInterestRead | (wire.watching_output ? platform::kInterestWrite : 0u);
+  Status modified = poller_.Modify(wire.fd(), &slot.handle, interest);
+  if (!modified.ok()) wire.Fail(modified.message() + ": data connection");
 }
 
 void IoThread::ReapDead() {
   for (auto it = wires_.begin(); it != wires_.end();) {
     if (it->second.wire->dead()) {
-      (void)epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.wire->fd(), nullptr);
+      poller_.Remove(it->second.wire->fd());
       it = wires_.erase(it);  // closes the socket
     } else {
       ++it;
@@ -241,16 +224,17 @@ void IoThread::NotifyIfNeeded() {
 
 void IoThread::AcceptAll() {
   for (;;) {
-    Fd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!fd.valid()) return;  // EAGAIN, or a transient error: epoll reports again
+    Fd fd = platform::AcceptNonBlocking(listener_.get());
+    if (!fd.valid()) return;  // EAGAIN, or a transient error: the poller reports again
     if (accepting_.size() >= kMaxAccepting || !SetDataSocketOptions(fd.get()).ok()) continue;
     auto accepting = std::make_unique<Accepting>();
     accepting->fd = std::move(fd);
     accepting->handle.fd = accepting->fd.get();
     accepting->handle.accepting = accepting.get();
     accepting->deadline = std::chrono::steady_clock::now() + handshake_timeout_;
-    epoll_event ev{.events = EPOLLIN | EPOLLRDHUP, .data = {.ptr = &accepting->handle}};
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, accepting->handle.fd, &ev) != 0) continue;
+    if (!poller_.Add(accepting->handle.fd, &accepting->handle, platform::kInterestRead).ok()) {
+      continue;
+    }
     Accepting* key = accepting.get();
     accepting_.emplace(key, std::move(accepting));
   }
@@ -269,14 +253,14 @@ void IoThread::ReadHello(Accepting* accepting) {
   accepting->got += static_cast<size_t>(n);
   if (accepting->got < accepting->hello.size()) return;
   Result<Hello> hello = DecodeHello(accepting->hello.data());
-  (void)epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, accepting->fd.get(), nullptr);
+  poller_.Remove(accepting->fd.get());
   // An unknown token, or an endpoint already dialled: the socket closes.
   if (hello.ok()) (void)rendezvous_.Offer(hello->target, hello->sender, accepting->fd);
   accepting_.erase(accepting);
 }
 
 void IoThread::DropAccepting(Accepting* accepting) {
-  (void)epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, accepting->fd.get(), nullptr);
+  poller_.Remove(accepting->fd.get());
   accepting_.erase(accepting);
 }
 

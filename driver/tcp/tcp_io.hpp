@@ -1,9 +1,10 @@
-// IoThread: the tcp device's one I/O thread — its "NIC". It waits in
-// epoll_wait on the listening socket, every data connection and an eventfd,
-// and does all socket I/O non-blocking; nothing spins.
+// IoThread: the tcp device's one I/O thread — its "NIC". It waits in the
+// platform poller (epoll on Linux, kqueue on macOS) on the listening
+// socket, every data connection and a wake-up, and does all socket I/O
+// non-blocking; it polls briefly after activity, then blocks.
 //
 //   * The engine thread hands it work through Post/Adopt/Close: a command
-//     queue under a mutex plus an eventfd write (skipped while a wake-up is
+//     queue under a mutex plus a wake-up signal (skipped while one is
 //     already pending). Commands are handled in order.
 //   * Accepted sockets must present a HELLO naming an open endpoint within
 //     the handshake timeout; they are then parked in the Rendezvous for that
@@ -31,6 +32,8 @@
 #include "driver/tcp/tcp_shared.hpp"
 #include "driver/tcp/tcp_socket.hpp"
 #include "mcdma/status.hpp"
+#include "platform/poller.hpp"
+#include "platform/wakeup.hpp"
 
 namespace mcdma::driver::tcp {
 
@@ -67,7 +70,7 @@ class IoThread {
     Fd fd;
   };
   struct Accepting;
-  // What an epoll event's data.ptr points at.
+  // What a poll event's tag points at.
   struct Handle {
     enum class Kind : uint8_t { kListener, kWake, kAccepting, kWire } kind;
     int fd = -1;
@@ -105,8 +108,8 @@ class IoThread {
   Registry& registry_;
   Rendezvous& rendezvous_;
   const std::chrono::milliseconds handshake_timeout_;
-  Fd epoll_;
-  Fd wake_;
+  platform::Poller poller_;
+  platform::Wakeup wake_;
   Fd listener_;
   Handle listener_handle_{.kind = Handle::Kind::kListener};
   Handle wake_handle_{.kind = Handle::Kind::kWake};

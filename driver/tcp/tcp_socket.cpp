@@ -13,20 +13,23 @@
 #include <memory>
 
 #include "mcdma_internal/sys.hpp"
+#include "platform/socket.hpp"
 
 namespace mcdma::driver::tcp {
 namespace {
 
+constexpr auto kNonBlocking = platform::Blocking::kNonBlocking;
+
 // Idle connections are probed so that a vanished peer host is noticed even
-// when nothing is being sent: after 10 s idle, every 5 s, 3 misses.
-constexpr int kKeepIdleSeconds = 10;
-constexpr int kKeepIntervalSeconds = 5;
-constexpr int kKeepCount = 3;
-// Data left unacknowledged this long (peer host frozen or gone, cable
-// pulled) errors the socket instead of retransmitting for ~15 minutes. The
-// peer's I/O thread reads whenever data arrives, so a live peer never
-// leaves its window closed this long.
-constexpr int kUserTimeoutMs = 30'000;
+// when nothing is being sent: after 10 s idle, every 5 s, 3 misses. Data
+// left unacknowledged for 30 s (peer host frozen or gone, cable pulled)
+// errors the socket instead of retransmitting for ~15 minutes. The peer's
+// I/O thread reads whenever data arrives, so a live peer never leaves its
+// window closed this long.
+constexpr platform::TcpLiveness kLiveness{.keepalive_idle = std::chrono::seconds(10),
+                                          .keepalive_interval = std::chrono::seconds(5),
+                                          .keepalive_count = 3,
+                                          .unacked_timeout = std::chrono::milliseconds(30'000)};
 
 struct AddrInfoDeleter {
   void operator()(addrinfo* ai) const { freeaddrinfo(ai); }
@@ -79,19 +82,17 @@ Status LinkError(const char* call, int err, const char* what) {
 
 }  // namespace
 
-void Fd::Reset() {
-  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
-}
-
 Result<Fd> Listen(const std::string& address, uint16_t port) {
   MCDMA_ASSIGN_OR_RETURN(AddrInfoPtr ai, Resolve(address, port, /*passive=*/true));
   Status last(Code::kInvalid, "listen: no usable address for " + address);
   for (addrinfo* a = ai.get(); a != nullptr; a = a->ai_next) {
-    Fd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
-    if (!fd.valid()) {
-      last = SysError("socket", errno, "listen " + address);
+    Result<Fd> opened =
+        platform::OpenSocket(a->ai_family, a->ai_socktype, a->ai_protocol, kNonBlocking);
+    if (!opened.ok()) {
+      last = Status(opened.status().code(), opened.status().message() + ": listen " + address);
       continue;
     }
+    Fd fd = std::move(opened).value();
     MCDMA_RETURN_IF_ERROR(SetInt(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR"));
     if (bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
       last = SysError("bind", errno, address + ":" + std::to_string(port));
@@ -119,14 +120,7 @@ Result<uint16_t> BoundPort(int fd) {
 
 Status SetDataSocketOptions(int fd) {
   MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY"));
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE"));
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPIDLE, kKeepIdleSeconds, "TCP_KEEPIDLE"));
-  MCDMA_RETURN_IF_ERROR(
-      SetInt(fd, IPPROTO_TCP, TCP_KEEPINTVL, kKeepIntervalSeconds, "TCP_KEEPINTVL"));
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPCNT, kKeepCount, "TCP_KEEPCNT"));
-  MCDMA_RETURN_IF_ERROR(
-      SetInt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, kUserTimeoutMs, "TCP_USER_TIMEOUT"));
-  return Status::Ok();
+  return platform::SetTcpLiveness(fd, kLiveness);
 }
 
 Result<Fd> Dial(const std::string& address, uint16_t port, Deadline deadline) {
@@ -135,11 +129,13 @@ Result<Fd> Dial(const std::string& address, uint16_t port, Deadline deadline) {
   AddrInfoPtr ai = std::move(resolved).value();
   Status last(Code::kLinkDown, "connect: no usable address for " + address);
   for (addrinfo* a = ai.get(); a != nullptr; a = a->ai_next) {
-    Fd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
-    if (!fd.valid()) {
-      last = SysError("socket", errno, "connect " + address);
+    Result<Fd> opened =
+        platform::OpenSocket(a->ai_family, a->ai_socktype, a->ai_protocol, kNonBlocking);
+    if (!opened.ok()) {
+      last = Status(opened.status().code(), opened.status().message() + ": connect " + address);
       continue;
     }
+    Fd fd = std::move(opened).value();
     if (connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
       if (errno != EINPROGRESS) {
         last = LinkError("connect", errno, "dialling the peer endpoint");
@@ -164,7 +160,7 @@ Result<Fd> Dial(const std::string& address, uint16_t port, Deadline deadline) {
 Status WriteAll(int fd, std::span<const std::byte> bytes, Deadline deadline) {
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    ssize_t n = platform::SendNoSignal(fd, bytes.data() + done, bytes.size() - done, 0);
     if (n > 0) {
       done += static_cast<size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {

@@ -10,38 +10,15 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <utility>
 
 #include "mcdma/status.hpp"
+#include "platform/fd.hpp"
 
 namespace mcdma::driver::tcp {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
-// An owned file descriptor (move-only); closes on destruction.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset();
-
- private:
-  int fd_ = -1;
-};
+using platform::Fd;
 
 // A non-blocking listening socket bound to address:port (port 0 = any).
 Result<Fd> Listen(const std::string& address, uint16_t port);
@@ -54,7 +31,7 @@ Result<uint16_t> BoundPort(int fd);
 Result<Fd> Dial(const std::string& address, uint16_t port, Deadline deadline);
 
 // TCP_NODELAY, keepalive probing of idle connections (dead after ~25 s),
-// TCP_USER_TIMEOUT (unacknowledged data fails the socket after 30 s).
+// unacknowledged data fails the socket after 30 s (platform/socket.hpp).
 Status SetDataSocketOptions(int fd);
 
 // Blocking-with-deadline transfers on a non-blocking socket (handshake only).

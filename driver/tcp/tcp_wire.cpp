@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "platform/socket.hpp"
+
 namespace mcdma::driver::tcp {
 namespace {
 
@@ -187,7 +189,7 @@ void Wire::Abandon() {
   if (!dead_ && (out_.empty() || out_.front().header_sent == 0)) {
     // Best effort: if the socket has no room, the peer sees EOF instead.
     HeaderBytes close = EncodeHeader({.type = FrameType::kClose});
-    (void)send(fd_.get(), close.data(), close.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)platform::SendNoSignal(fd_.get(), close.data(), close.size(), MSG_DONTWAIT);
   }
   dead_ = true;
   shared_->MarkDown("the connection was destroyed");

@@ -59,8 +59,8 @@ class Wire {
   bool dead() const { return dead_; }
   // Whether frames wait for the socket to become writable.
   bool wants_output() const { return !dead_ && !out_.empty(); }
-  // Whether the I/O thread has registered EPOLLOUT for this socket.
-  bool epollout = false;
+  // Whether the I/O thread asked its poller to report this socket writable.
+  bool watching_output = false;
 
   // A request the engine posted (in post order); on a dead wire it
   // completes kLinkDown at once.

@@ -7,6 +7,7 @@
 
 #include "driver/tcp/tcp_wire.hpp"
 #include "mcdma_internal/sys.hpp"
+#include "platform/socket.hpp"
 
 namespace mcdma::driver::tcp {
 namespace {
@@ -35,7 +36,7 @@ void Wire::Flush() {
     msghdr msg{};
     msg.msg_iov = iov_.data();
     msg.msg_iovlen = iov_.size();
-    ssize_t n = sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+    ssize_t n = platform::SendMsgNoSignal(fd_.get(), &msg, 0);
     // Pins cover the call only: deregistration may proceed between calls.
     pins_.clear();
     if (n < 0) {

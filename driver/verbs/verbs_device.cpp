@@ -2,7 +2,6 @@
 // and the thread that turns completion and async events into notifications.
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -188,8 +187,10 @@ Result<std::unique_ptr<DeviceImpl>> DeviceImpl::Create(const VerbsConfig& config
     int flags = fcntl(afd, F_GETFL);
     if (flags < 0 || fcntl(afd, F_SETFL, flags | O_NONBLOCK) != 0)
       return VerbsError("fcntl(O_NONBLOCK) on the async event fd", name, errno);
-    d->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (d->wake_fd_ < 0) return VerbsError("eventfd", name, errno);
+    auto wake = platform::Wakeup::Create();
+    if (!wake.ok())
+      return Status(wake.status().code(), wake.status().message() + " (" + name + ")");
+    d->wake_ = std::move(wake).value();
     d->waiter_ = std::thread([dev = d.get()] { dev->Wait(); });
     return d;
   }
@@ -198,11 +199,9 @@ Result<std::unique_ptr<DeviceImpl>> DeviceImpl::Create(const VerbsConfig& config
 
 DeviceImpl::~DeviceImpl() {
   if (waiter_.joinable()) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    wake_.Signal();
     waiter_.join();
   }
-  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 void DeviceImpl::SetNotifier(std::function<void()> notify) {
@@ -254,7 +253,7 @@ Result<std::unique_ptr<VerbsRegion>> DeviceImpl::RegisterOwn(std::byte* addr, ui
 
 Result<std::unique_ptr<Endpoint>> DeviceImpl::CreateEndpoint() {
   const Caps& c = caps();
-  const bool uc = !c.one_sided && c.profile == kProfileAppleTb5;
+  const bool uc = QpTypeFor(c) == QpType::kUc;
   QpResources res;
   uint32_t sq = c.max_outstanding;
   uint32_t depth = std::max<uint32_t>(2, std::min(config_.ring_slots, c.max_outstanding));
@@ -363,7 +362,7 @@ void DeviceImpl::TakeAsyncEvents() {
 void DeviceImpl::Wait() {
   for (;;) {
     pollfd fds[3] = {
-        {channel_.fd(), POLLIN, 0}, {ctx_.get()->async_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+        {channel_.fd(), POLLIN, 0}, {ctx_.get()->async_fd, POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
     int n = poll(fds, 3, -1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 || (fds[2].revents & POLLIN) != 0) return;

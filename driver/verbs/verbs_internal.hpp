@@ -13,6 +13,7 @@
 #include "driver/verbs/verbs_objects.hpp"
 #include "driver/verbs/verbs_transport.hpp"
 #include "driver/verbs/verbs_wire.hpp"
+#include "platform/wakeup.hpp"
 
 namespace mcdma::driver::verbs {
 
@@ -119,7 +120,7 @@ class DeviceImpl final : public VerbsDevice {
   std::map<uint32_t, std::string> qp_failures_;  // guarded by mu_
   std::string port_failure_;                     // guarded by mu_
   std::atomic<uint64_t> async_epoch_{0};
-  int wake_fd_ = -1;
+  platform::Wakeup wake_;  // tells the waiter thread to stop
   std::thread waiter_;
 };
 

@@ -145,6 +145,10 @@ Result<std::vector<DeviceInfo>> ParseDeviceDump(std::string_view text) {
     DeviceInfo& d = it->second;
     if (path == "driver") {
       d.driver = std::string(Trim(value));
+    } else if (path == "transport") {
+      auto n = Number(value);
+      if (!n || *n > 0xffff) return Bad(line_no, "transport is not a number");
+      d.transport = static_cast<uint32_t>(*n);
     } else if (path.rfind("attr/", 0) == 0) {
       auto n = Number(value);
       if (!n) return Bad(line_no, "attribute is not a number");
@@ -207,10 +211,13 @@ Result<uint32_t> NegotiateMtu(uint32_t local_bytes, uint32_t remote_bytes) {
 
 std::string DetectProfile(const DeviceInfo& device) {
   auto starts = [](const std::string& s, const char* p) { return s.rfind(p, 0) == 0; };
-  if (starts(device.driver, "mcdma") || starts(device.name, "mcdma")) return kProfileMcdmaCx5;
-  if (starts(device.driver, "apple") || starts(device.name, "apple") ||
+  if (device.transport == kTransportAppleThunderbolt || starts(device.name, "rdma_en") ||
+      starts(device.driver, "apple") || starts(device.name, "apple") ||
       starts(device.name, "tb5") || starts(device.name, "thunderbolt"))
     return kProfileAppleTb5;
+  if (starts(device.driver, "mcdma") || starts(device.name, "mcdma") ||
+      starts(device.name, "mcrdma"))
+    return kProfileMcdmaCx5;
   return kProfileLinuxRc;
 }
 
@@ -265,6 +272,10 @@ Result<Caps> ProfileCaps(const std::string& profile, const DeviceInfo& device) {
                               : std::min(p.max_registrations, dev.max_registrations);
   }
   return p;
+}
+
+QpType QpTypeFor(const Caps& caps) {
+  return !caps.one_sided && caps.profile == kProfileAppleTb5 ? QpType::kUc : QpType::kRc;
 }
 
 const char* QpStateName(QpState s) {

@@ -10,10 +10,14 @@
 //     has.
 //   * MTU: the smaller of the two ends' active MTUs; both must be IB MTUs
 //     (256, 512, 1024, 2048, 4096 bytes).
-//   * Profile: "mcdma-cx5" for the MCDMA macOS provider, "apple-tb5" for
-//     Apple's Thunderbolt 5 RDMA, else "linux-rc". A configured profile
-//     overrides detection; the Caps of a profile forced onto a device are
-//     the stricter of the two for every limit.
+//   * Profile: "apple-tb5" for Apple's RDMA over Thunderbolt 5 (transport
+//     type 100, devices rdma_enN), "mcdma-cx5" for the MCDMA ConnectX-5
+//     macOS provider (devices mcrdmaN), else "linux-rc". Detection reads the
+//     description only, so it happens before any QP exists: Apple's devices
+//     refuse RC QPs (ibv_create_qp fails with errno 102), and the profile
+//     decides the QP type (QpTypeFor). A configured profile overrides
+//     detection; the Caps of a profile forced onto a device are the
+//     stricter of the two for every limit.
 #pragma once
 
 #include <cstdint>
@@ -47,9 +51,15 @@ struct PortInfo {
   std::vector<Gid> gids;    // non-zero entries only
 };
 
+// ibv_device::transport_type of Apple's RDMA over Thunderbolt devices
+// (ibv_devinfo prints "transport: Thunderbolt (100)"); rdma-core's enum
+// has no name for it.
+inline constexpr uint32_t kTransportAppleThunderbolt = 100;
+
 struct DeviceInfo {
-  std::string name;    // "rxe1", "mlx5_0", ...
-  std::string driver;  // "rxe", "mlx5", "mcdma", "apple-tb", ...
+  std::string name;        // "rxe1", "mlx5_0", "rdma_en2", "mcrdma0", ...
+  std::string driver;      // "rxe", "mlx5", "mcdma", "apple-tb", ...
+  uint32_t transport = 0;  // ibv_device::transport_type (0 = InfiniBand, 100 = Thunderbolt)
   uint32_t vendor_id = 0;
   uint32_t vendor_part_id = 0;
   uint32_t max_qp_wr = 0;
@@ -60,7 +70,7 @@ struct DeviceInfo {
 };
 
 // Parses "DEVICE/PATH=VALUE" lines (see tests/unit/data/rxe_veth.sysfs):
-// driver, attr/{vendor_id,vendor_part_id,max_qp_wr,max_qp_rd_atom,
+// driver, transport, attr/{vendor_id,vendor_part_id,max_qp_wr,max_qp_rd_atom,
 // max_mr_size,max_mr}, ports/N/{state,link_layer,active_mtu,max_mtu},
 // ports/N/gids/I, ports/N/gid_attrs/{types,ndevs}/I. '#' starts a comment;
 // unknown paths are ignored. kInvalid names the bad line.
@@ -88,6 +98,11 @@ inline constexpr const char* kProfileAppleTb5 = "apple-tb5";
 std::string DetectProfile(const DeviceInfo& device);
 // The Caps of `profile` on `device` (kInvalid for an unknown profile name).
 Result<Caps> ProfileCaps(const std::string& profile, const DeviceInfo& device);
+
+// The QP type a profile's endpoints are created with: UC for apple-tb5
+// (SEND/RECV only; the only type its devices take), else RC.
+enum class QpType : uint8_t { kRc, kUc };
+QpType QpTypeFor(const Caps& caps);
 
 enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kError };
 const char* QpStateName(QpState s);

@@ -88,6 +88,7 @@ Result<DeviceInfo> Context::Describe(uint8_t port) const {
          (std::isdigit(static_cast<unsigned char>(d.driver.back())) != 0 || d.driver.back() == '_'))
     d.driver.pop_back();
   if (d.driver == "mlx") d.driver = "mlx5";
+  d.transport = static_cast<uint32_t>(get()->device->transport_type);
   d.vendor_id = attr.vendor_id;
   d.vendor_part_id = attr.vendor_part_id;
   d.max_qp_wr = static_cast<uint32_t>(attr.max_qp_wr);

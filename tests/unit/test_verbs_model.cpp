@@ -120,6 +120,72 @@ TEST(VerbsModel, DetectsProfiles) {
   EXPECT_EQ(DetectProfile(mlx), kProfileLinuxRc);
 }
 
+std::vector<DeviceInfo> MacDevices() {
+  std::ifstream in(MCDMA_TEST_DATA_DIR "/mac_devices.dump");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto d = ParseDeviceDump(ss.str());
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.ok() ? *d : std::vector<DeviceInfo>{};
+}
+
+// Apple's Thunderbolt devices take no RC QP (ibv_create_qp fails with errno
+// 102), so the profile, and with it the QP type, must follow from the
+// description alone: DetectProfile and QpTypeFor see no device, no QP.
+TEST(VerbsModel, AppleThunderboltDescriptionSelectsAppleTb5AndUcBeforeAnyQp) {
+  auto devs = MacDevices();
+  ASSERT_EQ(devs.size(), 2u);
+  const DeviceInfo& tb = devs[0];
+  ASSERT_EQ(tb.name, "rdma_en2");
+  EXPECT_EQ(tb.transport, kTransportAppleThunderbolt);
+  EXPECT_EQ(DetectProfile(tb), kProfileAppleTb5);
+  auto caps = ProfileCaps(DetectProfile(tb), tb);
+  ASSERT_TRUE(caps.ok()) << caps.status().ToString();
+  EXPECT_FALSE(caps->one_sided);
+  EXPECT_EQ(caps->max_registrations, 100u);
+  EXPECT_EQ(QpTypeFor(*caps), QpType::kUc);
+  // The transport type alone is enough, whatever the device is called.
+  DeviceInfo renamed = tb;
+  renamed.name = "tbrdma7";
+  EXPECT_EQ(DetectProfile(renamed), kProfileAppleTb5);
+  // And the name alone, for a provider that reports another transport.
+  DeviceInfo by_name;
+  by_name.name = "rdma_en4";
+  EXPECT_EQ(DetectProfile(by_name), kProfileAppleTb5);
+}
+
+TEST(VerbsModel, McdmaProviderDescriptionSelectsMcdmaCx5AndRc) {
+  auto devs = MacDevices();
+  ASSERT_EQ(devs.size(), 2u);
+  const DeviceInfo& cx5 = devs[1];
+  ASSERT_EQ(cx5.name, "mcrdma0");
+  EXPECT_EQ(DetectProfile(cx5), kProfileMcdmaCx5);
+  DeviceInfo by_name;
+  by_name.name = "mcrdma1";
+  EXPECT_EQ(DetectProfile(by_name), kProfileMcdmaCx5);
+  auto caps = ProfileCaps(DetectProfile(cx5), cx5);
+  ASSERT_TRUE(caps.ok()) << caps.status().ToString();
+  EXPECT_EQ(QpTypeFor(*caps), QpType::kRc);
+  auto gid = ChooseGid(cx5.ports.front(), GidRule{"mcrdma0", std::nullopt});
+  ASSERT_TRUE(gid.ok()) << gid.status().ToString();
+  EXPECT_EQ(gid->index, 3u);
+}
+
+TEST(VerbsModel, ForcingAProfileDecidesTheQpType) {
+  auto devs = Devices();
+  ASSERT_FALSE(devs.empty());
+  EXPECT_EQ(QpTypeFor(ProfileCaps(kProfileLinuxRc, devs[0]).value()), QpType::kRc);
+  EXPECT_EQ(QpTypeFor(ProfileCaps(kProfileMcdmaCx5, devs[0]).value()), QpType::kRc);
+  EXPECT_EQ(QpTypeFor(ProfileCaps(kProfileAppleTb5, devs[0]).value()), QpType::kUc);
+}
+
+TEST(VerbsModel, RefusesATransportThatIsNotANumber) {
+  auto d = ParseDeviceDump("rdma_en2/transport=Thunderbolt\n");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Code::kInvalid);
+  EXPECT_NE(d.status().message().find("transport is not a number"), std::string::npos);
+}
+
 TEST(VerbsModel, ProfileCapsAreTheStricterOfProfileAndDevice) {
   auto devs = Devices();
   ASSERT_FALSE(devs.empty());

@@ -37,9 +37,11 @@ struct OpState;
 struct BufferState;
 }  // namespace internal
 
-// Where the daemon's control socket is: $MCDMA_SOCKET if set, else
-// $XDG_RUNTIME_DIR/mcdma/rpcd.sock for a user, else /run/mcdma/rpcd.sock.
-// (/var/run/mcdma/rpcd.sock on macOS). This is where the daemon listens.
+// Where the daemon's control socket is: $MCDMA_SOCKET if set, else, for a
+// user other than root, $XDG_RUNTIME_DIR/mcdma/rpcd.sock on Linux and
+// $TMPDIR/mcdma/rpcd.sock on macOS, else the system service's socket,
+// /run/mcdma/rpcd.sock on Linux and /var/run/mcdma/rpcd.sock on macOS.
+// This is where the daemon listens. A path is at most 103 bytes.
 std::string DefaultSocketPath();
 // Where a client connects by default: DefaultSocketPath(), except that a
 // user with no instance of their own reaches the system service's socket.

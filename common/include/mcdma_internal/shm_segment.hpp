@@ -25,8 +25,12 @@ class ShmSegment {
   static Result<ShmSegment> Create(const std::string& name, uint64_t bytes, uint32_t owner_uid);
   // Opens and maps an existing segment; fails if its size is not `bytes`.
   static Result<ShmSegment> Open(const std::string& name, uint64_t bytes);
-  // A fresh unguessable name: "/mcdma-<kind>-<32 hex>".
-  static std::string NewName(const char* kind);
+  // Both fail kInvalid for a name that platform::CheckShmName refuses (at
+  // most 31 bytes on every OS, macOS's limit).
+  //
+  // A fresh unguessable name, "/mcdma-<kind>-<22 hex>" (88 random bits):
+  // exactly 31 bytes. kind is one character: 'm' mailbox, 'b' buffer.
+  static std::string NewName(char kind);
 
   // An empty segment (no mapping), as left by a move.
   ShmSegment();

@@ -1,9 +1,10 @@
 // Waiting without spinning forever: futex words and the Bell protocol.
 //
-// The platform part is three functions (FutexWait, FutexWake, FutexWaitMany).
-// On Linux they are futex(2) and futex_waitv(2); on macOS they map to
-// __ulock_wait/__ulock_wake (FutexWaitMany degrades to a bounded wait on the
-// first word). Everything above them is portable.
+// The platform part is FutexWait, FutexWake and FutexWaitMany, implemented
+// in common/platform/linux/word_wait_linux.cpp (futex(2), futex_waitv(2))
+// and common/platform/darwin/word_wait_darwin.cpp (os_sync_wait_on_address,
+// __ulock_wait; FutexWaitMany degrades to a bounded wait on the first word).
+// Everything above them is portable.
 //
 // Measured on 2-vCPU machines: waking a sleeper on the other CPU costs ~30 us,
 // so consumers spin (yielding the CPU) for a budget longer than that before
@@ -35,6 +36,10 @@ struct WaitTarget {
 // timeout. At most kMaxWaitTargets targets (kernel limit).
 inline constexpr size_t kMaxWaitTargets = 128;
 void FutexWaitMany(std::span<const WaitTarget> targets, std::chrono::nanoseconds timeout);
+// Where the OS cannot wait on many words at once (macOS; Linux before
+// 5.16), FutexWaitMany sleeps on the first word for at most this long, so
+// the others are looked at by polling.
+inline constexpr std::chrono::milliseconds kManyWordsPoll{1};
 
 // Producer side of a Bell: call after publishing work with release ordering.
 inline void Ring(shm::Bell& bell, bool shared) {

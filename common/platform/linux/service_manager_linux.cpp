@@ -1,28 +1,31 @@
-#include "service_notify.hpp"
-
+// systemd's notification protocol without libsystemd.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
-namespace mcdma::daemon {
+#include "platform/service_manager.hpp"
+#include "platform/socket.hpp"
+
+namespace mcdma::platform {
 
 void NotifyServiceManager(const std::string& state) {
   const char* path = std::getenv("NOTIFY_SOCKET");
   if (path == nullptr || (path[0] != '/' && path[0] != '@')) return;
-  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return;
+  auto fd = OpenSocket(AF_UNIX, SOCK_DGRAM, 0, Blocking::kBlocking);
+  if (!fd.ok()) return;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   size_t len = std::min(std::strlen(path), sizeof(addr.sun_path) - 1);
   std::memcpy(addr.sun_path, path, len);
   if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // abstract namespace
-  socklen_t addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len);
-  (void)sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
-               addr_len);
-  close(fd);
+  auto addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len);
+  (void)SendToNoSignal(fd->get(), state.data(), state.size(), reinterpret_cast<sockaddr*>(&addr),
+                       addr_len);
 }
 
 std::optional<std::chrono::microseconds> WatchdogInterval() {
@@ -35,4 +38,4 @@ std::optional<std::chrono::microseconds> WatchdogInterval() {
   return std::chrono::microseconds(v);
 }
 
-}  // namespace mcdma::daemon
+}  // namespace mcdma::platform
