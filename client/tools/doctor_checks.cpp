@@ -18,6 +18,15 @@ CheckResult Judge(const char* id, Verdict verdict, std::string summary, std::str
   return CheckResult{id, verdict, std::move(summary), std::move(detail), std::move(fix)};
 }
 
+// "needs 96.0 MiB = max(peers, 1) (1) x 2 x ...": how MemlockNeeded got its
+// number, for the memlock checks of both platforms.
+std::string MemlockFormula(const daemon::Options& o) {
+  const uint64_t peers = std::max<uint64_t>(o.peers.size(), 1);
+  return "needs " + FormatBytes(MemlockNeeded(o)) + " = max(peers, 1) (" + std::to_string(peers) +
+         ") x 2 x link.recv_slots (" + std::to_string(o.link_recv_slots) + ") x link.slot_bytes (" +
+         FormatBytes(o.link_slot_bytes) + ") + 64 MiB headroom";
+}
+
 }  // namespace
 
 const char* VerdictName(Verdict verdict) {
@@ -72,11 +81,7 @@ CheckResult CheckMemlock(const DoctorInputs& in) {
                  "check `ulimit -l`");
   }
   const uint64_t need = MemlockNeeded(o);
-  const uint64_t peers = std::max<uint64_t>(o.peers.size(), 1);
-  const std::string formula = "needs " + FormatBytes(need) + " = max(peers, 1) (" +
-                              std::to_string(peers) + ") x 2 x link.recv_slots (" +
-                              std::to_string(o.link_recv_slots) + ") x link.slot_bytes (" +
-                              FormatBytes(o.link_slot_bytes) + ") + 64 MiB headroom";
+  const std::string formula = MemlockFormula(o);
   const std::string source =
       "this shell's limit, which a daemon started from it inherits; under systemd the unit's "
       "LimitMEMLOCK applies";
@@ -106,10 +111,46 @@ CheckResult CheckClock() {
                "deadlines and timeouts are measured on each host's own monotonic clock");
 }
 
+DarwinContext DarwinContextOf(const DoctorInputs& in) {
+  const auto& o = in.config.options;
+  DarwinContext ctx;
+  for (const auto& d : in.devices.devices) ctx.devices.push_back(d.name);
+  const driver::verbs::DeviceInfo* chosen = ChooseDevice(in.devices, o);
+  if (chosen != nullptr) ctx.chosen_device = chosen->name;
+  ctx.all_peers_tcp = !o.peers.empty() && std::all_of(o.peers.begin(), o.peers.end(),
+                                                      [](auto& p) { return p.transport == "tcp"; });
+  ctx.memlock_needed = MemlockNeeded(o);
+  ctx.memlock_formula = MemlockFormula(o);
+  for (const auto& p : o.peers) {
+    // Validate() has checked every address; an unsplittable one is judged
+    // as written.
+    auto hp = daemon::SplitHostPort(p.address, daemon::kDefaultPeerPort);
+    ctx.peers.push_back({p.name, hp.ok() ? hp->first : p.address});
+  }
+  return ctx;
+}
+
 std::vector<CheckResult> RunChecks(const DoctorInputs& in) {
-  std::vector<CheckResult> out = {CheckConfig(in.config), CheckRdmaDevice(in), CheckPortActive(in),
-                                  CheckGid(in),           CheckProfile(in),    CheckMemlock(in),
-                                  CheckFabricKey(in),     CheckDaemon(in)};
+  const bool mac = in.host_os == HostOs::kMacOS;
+  const DarwinContext ctx = mac ? DarwinContextOf(in) : DarwinContext();
+  std::vector<CheckResult> out = {CheckConfig(in.config)};
+  if (mac) {
+    out.push_back(CheckThunderboltRdma(in.darwin, ctx));
+    out.push_back(CheckCx5Kext(in.darwin, ctx));
+  }
+  out.push_back(CheckRdmaDevice(in));
+  out.push_back(CheckPortActive(in));
+  out.push_back(CheckGid(in));
+  out.push_back(CheckProfile(in));
+  if (mac) {
+    out.push_back(CheckThunderboltBridge(in.darwin, ctx));
+    out.push_back(CheckLaunchdMemlock(in.darwin, ctx));
+    out.push_back(CheckPeerAddresses(in.darwin, ctx));
+  } else {
+    out.push_back(CheckMemlock(in));
+  }
+  out.push_back(CheckFabricKey(in));
+  out.push_back(CheckDaemon(in));
   for (auto& r : CheckPeers(in)) out.push_back(std::move(r));
   for (auto& r : CheckPathMtu(in)) out.push_back(std::move(r));
   out.push_back(CheckClock());

@@ -5,9 +5,15 @@
 //
 // Every check yields one CheckResult (`peers` and `path_mtu` one per link)
 // in this order: config, rdma_device, port_active, gid, profile, memlock,
-// fabric_key, daemon, peers, path_mtu, clock. A result says what was found
-// (summary), why it matters (detail) and, for warn and fail, the command or
-// setting that fixes it (fix), naming the concrete interface, file or peer.
+// fabric_key, daemon, peers, path_mtu, clock. On macOS (host_os kMacOS) the
+// order is config, thunderbolt_rdma, cx5_kext, rdma_device, port_active,
+// gid, profile, thunderbolt_bridge, memlock (launchd's limit, not this
+// shell's), peer_address, fabric_key, daemon, peers, path_mtu, clock; the
+// macOS-only checks are in doctor_darwin.hpp, and the device checks' fixes
+// name macOS commands there instead of sysfs, ip(8) or rdma(8).
+// A result says what was found (summary), why it matters (detail) and, for
+// warn and fail, the command or setting that fixes it (fix), naming the
+// concrete interface, file or peer.
 //
 // Threads: plain functions on values; call from any thread.
 #pragma once
@@ -19,6 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "doctor_darwin.hpp"
+#include "doctor_host.hpp"
+#include "doctor_result.hpp"
 #include "driver/verbs/verbs_model.hpp"
 #include "mcdma/status.hpp"
 #include "mcdma/v1/admin.pb.h"
@@ -26,17 +35,7 @@
 
 namespace mcdma::tools::doctor {
 
-enum class Verdict : uint8_t { kOk, kWarn, kFail, kSkip };
-// "ok", "warn", "fail", "skip": the JSON values.
-const char* VerdictName(Verdict verdict);
-
-struct CheckResult {
-  std::string id;  // "config", "rdma_device", ...
-  Verdict verdict = Verdict::kOk;
-  std::string summary;  // one line
-  std::string detail;   // what was seen and why it matters; may be empty
-  std::string fix;      // for warn and fail: what to do; else empty
-};
+// Verdict and CheckResult: doctor_result.hpp.
 
 // The daemon's configuration as doctor read it.
 struct ConfigInput {
@@ -87,11 +86,15 @@ struct DaemonInput {
 };
 
 struct DoctorInputs {
+  // Which checks run and how their fixes are worded; doctor_cmd.cpp sets
+  // kHostOs, tests either.
+  HostOs host_os = HostOs::kLinux;
   ConfigInput config;
   DevicesInput devices;
-  MemlockInput memlock;
+  MemlockInput memlock;  // judged on Linux only
   FabricKeyInput fabric_key;
   DaemonInput daemon;
+  DarwinInputs darwin;  // gathered and judged on macOS only
 };
 
 // The device the daemon would use: verbs.device if set (nullptr when it is
@@ -103,6 +106,11 @@ const driver::verbs::DeviceInfo* ChooseDevice(const DevicesInput& devices,
 // Locked memory the daemon's links need: max(peers, 1) x 2 x link.recv_slots
 // x link.slot_bytes + 64 MiB headroom.
 uint64_t MemlockNeeded(const daemon::Options& options);
+
+// The configuration and devices as the macOS checks need them: device
+// names, ChooseDevice's pick, the memlock need and each peer's host (the
+// address without its port).
+DarwinContext DarwinContextOf(const DoctorInputs& in);
 
 CheckResult CheckConfig(const ConfigInput& config);
 CheckResult CheckRdmaDevice(const DoctorInputs& in);
@@ -117,7 +125,7 @@ std::vector<CheckResult> CheckPeers(const DoctorInputs& in);
 std::vector<CheckResult> CheckPathMtu(const DoctorInputs& in);
 CheckResult CheckClock();
 
-// Every check, in the order above.
+// Every check for in.host_os, in the order above.
 std::vector<CheckResult> RunChecks(const DoctorInputs& in);
 // True when no result is a fail (warn and skip are healthy).
 bool Healthy(const std::vector<CheckResult>& results);

@@ -10,6 +10,7 @@
 
 #include "admin_client.hpp"
 #include "cli.hpp"
+#include "doctor_darwin_gather.hpp"
 #include "doctor_devices.hpp"
 #include "doctor_render.hpp"
 #include "mcdma/client.hpp"
@@ -26,8 +27,8 @@ doctor::ConfigInput ReadConfig(const std::string& flag, std::string& socket) {
   doctor::ConfigInput config;
   std::error_code ec;
   config.path = flag;
-  if (config.path.empty() && std::filesystem::exists(kDoctorDefaultConfig, ec)) {
-    config.path = kDoctorDefaultConfig;
+  if (config.path.empty() && std::filesystem::exists(DoctorDefaultConfig(), ec)) {
+    config.path = DoctorDefaultConfig();
   }
   daemon::Options options;
   if (!config.path.empty()) {
@@ -100,6 +101,7 @@ doctor::DaemonInput AskDaemon(const std::string& socket, std::chrono::millisecon
 
 DoctorInputs GatherDoctorInputs(const DoctorFlags& flags) {
   DoctorInputs in;
+  in.host_os = doctor::kHostOs;
   std::string config_socket;
   in.config = ReadConfig(flags.config, config_socket);
   std::string dump = flags.device_dump;
@@ -111,6 +113,8 @@ DoctorInputs GatherDoctorInputs(const DoctorFlags& flags) {
                    ? doctor::ListHostDevices(static_cast<uint8_t>(in.config.options.verbs_port))
                    : doctor::ReadDeviceDump(dump);
   in.memlock = ReadMemlock();
+  // The macOS commands only exist on a Mac; elsewhere their checks do not run.
+  if (doctor::kHostIsMacOS) in.darwin = doctor::GatherDarwinInputs();
   in.fabric_key = ReadFabricKey(in.config.options.fabric_key);
   const std::string socket = !flags.socket.empty()    ? flags.socket
                              : !config_socket.empty() ? config_socket
@@ -145,7 +149,7 @@ void AddDoctorCommand(CLI::App& app, const std::string& socket, const int& timeo
                 "Print {\"healthy\", \"checks\": [{\"id\", \"verdict\", \"summary\", \"detail\", "
                 "\"fix\"}]} as one JSON object");
   sub->add_option("--config", flags->config,
-                  std::string("The daemon's TOML config; default ") + kDoctorDefaultConfig +
+                  std::string("The daemon's TOML config; default ") + DoctorDefaultConfig() +
                       " if it exists, else built-in defaults")
       ->type_name("FILE");
   sub->add_option("--socket", flags->socket,

@@ -1,8 +1,10 @@
 // `mcdmactl doctor [--json] [--config FILE] [--socket PATH]`: checks this
 // host's setup (configuration, RDMA device, port, GID, profile, locked
-// memory, fabric key, daemon, links) and names what is wrong and how to fix
-// it. The checks themselves: doctor_checks.hpp; output: doctor_render.hpp;
-// operator's guide: docs/operations.md, "Checking a setup".
+// memory, fabric key, daemon, links; on macOS also RDMA over Thunderbolt,
+// the ConnectX-5 kext, the Thunderbolt Bridge and the peer addresses) and
+// names what is wrong and how to fix it. The checks themselves:
+// doctor_checks.hpp; output: doctor_render.hpp; operator's guide:
+// docs/operations.md, "Checking a setup".
 //
 // Exit codes: 0 healthy (every check ok, warn or skip), 1 any check failed
 // (or the output could not be written), 2 usage.
@@ -19,15 +21,18 @@
 
 #include "doctor_checks.hpp"
 #include "fabric_key_cmd.hpp"
+#include "platform/names.hpp"
 
 namespace mcdma::tools {
 
 // Read when --config is not given, if it exists.
-inline constexpr const char* kDoctorDefaultConfig = "/etc/mcdma/rpcd.toml";
+// platform::DefaultConfigPath(): /etc/mcdma/rpcd.toml on Linux,
+// PREFIX/etc/mcdma/rpcd.toml on macOS.
+inline const char* DoctorDefaultConfig() { return platform::DefaultConfigPath(); }
 
 struct DoctorFlags {
   bool json = false;
-  // Daemon config; empty: kDoctorDefaultConfig if it exists, else defaults.
+  // Daemon config; empty: DoctorDefaultConfig() if it exists, else defaults.
   std::string config;
   // Control socket; empty: the config's `socket`, else
   // DefaultClientSocketPath() (as every mcdmactl command).
@@ -38,8 +43,9 @@ struct DoctorFlags {
   std::chrono::milliseconds timeout{5000};
 };
 
-// Reads the config, devices, RLIMIT_MEMLOCK and fabric key, and asks the
-// daemon for its status and links.
+// Reads the config, devices, RLIMIT_MEMLOCK and fabric key (on macOS also
+// runs the commands of doctor_darwin_gather.hpp), and asks the daemon for
+// its status and links.
 doctor::DoctorInputs GatherDoctorInputs(const DoctorFlags& flags);
 
 // Gathers, checks and prints; returns the exit code.

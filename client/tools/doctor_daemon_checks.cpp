@@ -1,9 +1,11 @@
 // The checks of `mcdmactl doctor` that concern the fabric and the running
 // daemon: fabric key, daemon, peers (one per link), path MTU (one per verbs
-// link).
+// link). Fixes name systemd and ip(8) on Linux, launchd (the daemon runs as
+// root there, launchd/org.mcdma.rpcd.plist.in) and ifconfig on macOS.
 #include <cstdio>
 
 #include "doctor_checks.hpp"
+#include "platform/names.hpp"
 #include "render.hpp"
 
 namespace mcdma::tools::doctor {
@@ -18,6 +20,13 @@ bool Contains(const std::string& text, const char* part) {
   return text.find(part) != std::string::npos;
 }
 
+bool Mac(const DoctorInputs& in) { return in.host_os == HostOs::kMacOS; }
+
+std::string RestartCommand(const DoctorInputs& in) {
+  return Mac(in) ? "sudo launchctl kickstart -k system/org.mcdma.rpcd"
+                 : "systemctl restart mcdma-rpcd";
+}
+
 std::string Micros(double us) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f us", us);
@@ -26,15 +35,24 @@ std::string Micros(double us) {
 
 // What to do about a key file LoadFabricKey refused (its message already
 // says it; this is the command alone, for the `fix:` line).
-std::string FabricKeyFix(const Status& status, const std::string& path) {
+std::string FabricKeyFix(const Status& status, const std::string& path, bool mac) {
   const std::string& msg = status.message();
   if (status.code() == Code::kNotFound) {
     return "mcdmactl fabric-key new " + path + ", then copy that file to every host of the fabric";
   }
   if (Contains(msg, "has mode")) return "chmod 600 " + path;
+  if (Contains(msg, "owned by") && mac) {
+    return "chown the file to the user the daemon runs as (root under launchd: sudo chown root " +
+           path + "), and run doctor as that user (sudo mcdmactl doctor)";
+  }
   if (Contains(msg, "owned by")) {
     return "chown the file to the user the daemon runs as (chown mcdma " + path +
            " for the systemd unit), and run doctor as that user (sudo -u mcdma mcdmactl doctor)";
+  }
+  if (Contains(msg, "permission denied") && mac) {
+    return "run doctor as the user the daemon runs as (root under launchd: sudo mcdmactl doctor); "
+           "that user must own " +
+           path;
   }
   if (Contains(msg, "permission denied")) {
     return "run doctor as the user the daemon runs as (sudo -u mcdma mcdmactl doctor); that user "
@@ -48,7 +66,7 @@ std::string FabricKeyFix(const Status& status, const std::string& path) {
 }
 
 std::string ConfigFlag(const DoctorInputs& in) {
-  return in.config.path.empty() ? "/etc/mcdma/rpcd.toml" : in.config.path;
+  return in.config.path.empty() ? platform::DefaultConfigPath() : in.config.path;
 }
 
 // "host:port" of a link's address, port defaulted as the daemon does.
@@ -108,7 +126,7 @@ CheckResult CheckFabricKey(const DoctorInputs& in) {
   const FabricKeyInput& key = in.fabric_key;
   if (!key.status.ok()) {
     return Judge("fabric_key", Verdict::kFail, path + " cannot be loaded", key.status.ToString(),
-                 FabricKeyFix(key.status, path));
+                 FabricKeyFix(key.status, path, Mac(in)));
   }
   const std::string summary = path + " loads (fingerprint " + key.fingerprint + ")";
   const DaemonInput& d = in.daemon;
@@ -117,13 +135,13 @@ CheckResult CheckFabricKey(const DoctorInputs& in) {
       return Judge("fabric_key", Verdict::kWarn, summary,
                    "but mcdma-rpcd at " + d.socket + " runs with peering off",
                    "restart it with this configuration: mcdma-rpcd --config " + ConfigFlag(in) +
-                       " (systemctl restart mcdma-rpcd)");
+                       " (" + RestartCommand(in) + ")");
     }
     if (d.links.fabric_key_fingerprint() != key.fingerprint) {
       return Judge("fabric_key", Verdict::kWarn, summary,
                    "but mcdma-rpcd at " + d.socket + " runs with fingerprint " +
                        d.links.fabric_key_fingerprint(),
-                   "restart it to load " + path + " (systemctl restart mcdma-rpcd)");
+                   "restart it to load " + path + " (" + RestartCommand(in) + ")");
     }
   }
   return Judge("fabric_key", Verdict::kOk, summary,
@@ -141,7 +159,7 @@ CheckResult CheckDaemon(const DoctorInputs& in) {
                                std::to_string(r.sessions()) + " session(s), " + r.state();
     if (r.state() == "draining") {
       return Judge("daemon", Verdict::kWarn, summary, detail + ": it is stopping",
-                   "start it again once it has exited: systemctl restart mcdma-rpcd");
+                   "start it again once it has exited: " + RestartCommand(in));
     }
     return Judge("daemon", Verdict::kOk, summary, detail);
   }
@@ -150,7 +168,23 @@ CheckResult CheckDaemon(const DoctorInputs& in) {
                            ? "mcdma-rpcd at " + d.socket + " did not answer in time: " + s.message()
                            : "cannot reach mcdma-rpcd at " + d.socket + ": " + s.message();
   std::string fix;
-  if (s.code() == Code::kPermissionDenied || Contains(s.message(), "ermission denied")) {
+  const bool denied =
+      s.code() == Code::kPermissionDenied || Contains(s.message(), "ermission denied");
+  if (Mac(in) && denied) {
+    fix =
+        "run as root (sudo mcdmactl doctor): under launchd the daemon and its socket's "
+        "directory are root's";
+  } else if (Mac(in) && s.code() == Code::kTimeout) {
+    fix =
+        "it is wedged: read its log (StandardErrorPath in "
+        "/Library/LaunchDaemons/org.mcdma.rpcd.plist) and restart it: " +
+        RestartCommand(in);
+  } else if (Mac(in)) {
+    fix =
+        "start it: sudo launchctl bootstrap system /Library/LaunchDaemons/org.mcdma.rpcd.plist, "
+        "or run mcdma-rpcd --config " +
+        ConfigFlag(in) + "; if it listens elsewhere, pass --socket PATH";
+  } else if (denied) {
     fix = "join group mcdma (usermod -aG mcdma $USER, then log in again), or run as root";
   } else if (s.code() == Code::kTimeout) {
     fix = "it is wedged: read its log (journalctl -u mcdma-rpcd) and restart it";
@@ -197,8 +231,10 @@ std::vector<CheckResult> CheckPathMtu(const DoctorInputs& in) {
                           "negotiated down to path_mtu " + std::to_string(v.path_mtu()) + ": " +
                               v.device() + " and " + link.peer() + "'s " + v.peer_device() +
                               " have different MTUs",
-                          "set the same MTU on both interfaces (ip link set " + netdev +
-                              " mtu N here and on " + link.peer() +
+                          "set the same MTU on both interfaces (" +
+                              (Mac(in) ? "sudo ifconfig " + netdev + " mtu N"
+                                       : "ip link set " + netdev + " mtu N") +
+                              " here and on " + link.peer() +
                               "; Ethernet MTU 1500 gives RDMA MTU 1024, "
                               "9000 gives 4096)"));
     }

@@ -1,6 +1,9 @@
 // The RDMA device checks of `mcdmactl doctor`: device, port state, GID and
 // profile, judged with the verbs transport's own model (verbs_model.hpp) so
-// doctor and the daemon decide alike.
+// doctor and the daemon decide alike. The verdicts are the same on every
+// host; on macOS the fixes name the mcrdmaN / rdma_enN devices and macOS
+// commands (kmutil, rdma_ctl, ifconfig, ipconfig), never sysfs, ip(8) or
+// rdma(8), which a Mac does not have.
 #include <algorithm>
 #include <cstdio>
 
@@ -79,6 +82,10 @@ std::string MappedIpv4(const std::string& gid) {
          "." + std::to_string(b & 0xff);
 }
 
+bool Mac(const DoctorInputs& in) { return in.host_os == HostOs::kMacOS; }
+
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
 // The chosen device and its configured port, or why a port-level check skips.
 struct PortPick {
   const verbs::DeviceInfo* device = nullptr;
@@ -147,6 +154,14 @@ CheckResult CheckRdmaDevice(const DoctorInputs& in) {
     if (!verbs_peers.empty()) {
       detail += "; links with transport \"verbs\" (" + Join(verbs_peers) + ") cannot come up";
     }
+    if (Mac(in)) {
+      return Judge("rdma_device", Verdict::kFail, "no RDMA device", detail,
+                   std::string("for the ConnectX-5, load its kext (sudo kmutil load -b ") +
+                       kCx5BundleId +
+                       "; see cx5_kext); for Thunderbolt between Macs, enable RDMA over "
+                       "Thunderbolt (see thunderbolt_rdma); `ibv_devices` should then list "
+                       "mcrdma0 or rdma_en devices");
+    }
     const std::string netdev = o.verbs_interface.empty() ? "<if>" : o.verbs_interface;
     return Judge("rdma_device", Verdict::kFail, "no RDMA device", detail,
                  "load a provider: modprobe rdma_rxe && rdma link add rxe0 type rxe netdev " +
@@ -178,11 +193,21 @@ CheckResult CheckPortActive(const DoctorInputs& in) {
   if (pick.device != nullptr && pick.port == nullptr) {
     auto err = in.devices.describe_errors.find(pick.device->name);
     if (err != in.devices.describe_errors.end()) {
-      return Judge("port_active", Verdict::kFail, "cannot query " + pick.device->name,
-                   err->second.ToString(),
-                   "check that this user may open /dev/infiniband/uverbs* (rw), that " +
-                       pick.device->name + "'s provider is loaded and that it has port " +
-                       std::to_string(o.verbs_port) + " (verbs.port)");
+      const std::string& name = pick.device->name;
+      std::string check = "check that this user may open /dev/infiniband/uverbs* (rw), that " +
+                          name + "'s provider is loaded";
+      if (Mac(in)) {
+        const std::string provider = StartsWith(name, kCx5DevicePrefix)
+                                         ? std::string(kCx5BundleId) + " is loaded (see cx5_kext)"
+                                     : StartsWith(name, kThunderboltDevicePrefix)
+                                         ? "RDMA over Thunderbolt is enabled (see thunderbolt_rdma)"
+                                         : name + "'s provider is loaded";
+        check =
+            "check that doctor runs as root (as the daemon does under launchd), that " + provider;
+      }
+      return Judge(
+          "port_active", Verdict::kFail, "cannot query " + name, err->second.ToString(),
+          check + " and that it has port " + std::to_string(o.verbs_port) + " (verbs.port)");
     }
     std::vector<std::string> nums;
     for (const auto& p : pick.device->ports) nums.push_back(std::to_string(p.num));
@@ -193,7 +218,8 @@ CheckResult CheckPortActive(const DoctorInputs& in) {
   }
   if (pick.port == nullptr) return Judge("port_active", Verdict::kSkip, pick.skip_reason);
   const auto& port = *pick.port;
-  const std::string netdev = PortNetdev(port, o.verbs_interface);
+  std::string netdev = PortNetdev(port, o.verbs_interface);
+  if (netdev.empty() && Mac(in)) netdev = MacDeviceInterface(pick.device->name);
   const std::string where = pick.device->name + " port " + std::to_string(port.num);
   const std::string on = netdev.empty() ? "" : " on " + netdev;
   if (port.state == verbs::PortState::kActive) {
@@ -201,10 +227,21 @@ CheckResult CheckPortActive(const DoctorInputs& in) {
                  (port.link_layer.empty() ? "" : port.link_layer + ", ") + "active MTU " +
                      std::to_string(port.active_mtu) + " bytes");
   }
-  std::string fix = netdev.empty() ? "bring the port's interface up (ip link set <if> up)"
-                                   : "ip link set " + netdev + " up";
-  fix += "; check the cable";
-  if (port.link_layer == "InfiniBand") {
+  std::string fix;
+  if (Mac(in)) {
+    const std::string iface = netdev.empty() ? "<if>" : netdev;
+    fix = StartsWith(pick.device->name, kThunderboltDevicePrefix)
+              ? "check the Thunderbolt cable on " + iface +
+                    " and that the Mac at its other end has RDMA over Thunderbolt enabled too"
+              : "sudo ifconfig " + iface + " up; check the cable and the switch port " + iface +
+                    " is plugged into (`ifconfig " + iface + "` should say status: active)";
+  } else {
+    fix = netdev.empty() ? "bring the port's interface up (ip link set <if> up)"
+                         : "ip link set " + netdev + " up";
+    fix += "; check the cable";
+  }
+  // A Mac has no InfiniBand, whatever link layer a provider reports.
+  if (port.link_layer == "InfiniBand" && !Mac(in)) {
     fix += "; an InfiniBand port that stays INIT needs a subnet manager (opensm)";
   }
   return Judge("port_active", Verdict::kFail, where + " is " + StateName(port.state) + on,
@@ -244,6 +281,18 @@ CheckResult CheckGid(const DoctorInputs& in) {
   if (!o.verbs_interface.empty() && !on_configured && !netdevs.empty()) {
     fix = "set verbs.interface to the interface " + pick.device->name + " is on (" + Join(netdevs) +
           "), or set verbs.device to the device on " + o.verbs_interface;
+  } else if (Mac(in)) {
+    const std::string guess = MacDeviceInterface(pick.device->name);
+    const std::string netdev = !o.verbs_interface.empty() ? o.verbs_interface
+                               : !netdevs.empty()         ? netdevs.front()
+                               : !guess.empty()           ? guess
+                                                          : "<if>";
+    // The mcrdma interfaces carry RDMA only (peer_address): the address is
+    // one of the RDMA network, not the management network's.
+    fix = "give " + netdev + " an IPv4 address on the RDMA network (e.g. sudo ipconfig set " +
+          netdev +
+          " MANUAL 192.168.50.2 255.255.255.0, another address on each host); its RoCE v2 GID "
+          "appears with it";
   } else {
     const std::string netdev = !o.verbs_interface.empty() ? o.verbs_interface
                                : netdevs.empty()          ? "<if>"

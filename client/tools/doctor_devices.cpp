@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "doctor_host.hpp"
+
 #ifdef MCDMA_HAVE_VERBS
 #include "driver/verbs/verbs_objects.hpp"
 #endif
@@ -16,9 +18,10 @@ DevicesInput ListHostDevices(uint8_t port) {
 #ifdef MCDMA_HAVE_VERBS
   auto names = driver::verbs::ListDevices();
   if (!names.ok()) {
-    // ENOSYS here means the kernel has no RDMA support loaded at all.
+    // ENOSYS here means the kernel has no RDMA support loaded at all. A Mac
+    // has no sysfs: there the macOS checks say which provider is missing.
     std::error_code ec;
-    const bool sysfs = std::filesystem::exists("/sys/class/infiniband", ec);
+    const bool sysfs = kHostIsMacOS || std::filesystem::exists("/sys/class/infiniband", ec);
     in.status =
         Status(names.status().code(),
                names.status().message() + (sysfs ? "" : "; /sys/class/infiniband does not exist"));
@@ -40,9 +43,9 @@ DevicesInput ListHostDevices(uint8_t port) {
   }
 #else
   (void)port;
-  in.status = Status(Code::kUnavailable,
-                     "this mcdmactl was built without libibverbs (rdma-core's libibverbs-dev), "
-                     "so it cannot list devices");
+  in.status = Status(Code::kUnavailable, std::string("this mcdmactl was built without libibverbs") +
+                                             (kHostIsMacOS ? "" : " (rdma-core's libibverbs-dev)") +
+                                             ", so it cannot list devices");
 #endif
   return in;
 }
