@@ -5,9 +5,15 @@
 #   sudo scripts/install-deps.sh            # install what is missing
 #   scripts/install-deps.sh --dry-run       # only list what is missing
 #
-# Idempotent: when every package is already installed it exits at once,
-# without touching the network (no apt-get update). Otherwise it runs
-# apt-get update once and installs only the missing packages.
+# Idempotent: when every package is already installed (and the dev venv
+# below has zig) it exits at once, without touching the network (no apt-get
+# update). Otherwise it runs apt-get update once and installs only the
+# missing packages, then creates what is missing of the dev venv.
+#
+# Dev venv: /opt/mcdma-dev/venv, made from Debian's /usr/bin/python3 with
+# --system-site-packages, holding PyPI's `ziglang` (zig's clang, the
+# cross-compiler of the macOS portability test, tests/portability/). Run zig
+# as: /opt/mcdma-dev/venv/bin/python -m ziglang c++ ...
 # Exit codes: 0 done (or nothing to do), 1 failure, 2 usage.
 set -euo pipefail
 
@@ -35,7 +41,23 @@ PACKAGES=(
   # Python bindings and tests (bindings/python, tests/python); xxHash for
   # the KV hand-off's layer checksums
   python3-dev python3-pybind11 libxxhash-dev python3-numpy python3-pytest python3-torch
+  # the dev venv below (python3 -m venv)
+  python3-venv
 )
+
+# The dev venv with zig (see the top of this file). Never the system Python:
+# pip installs only into this venv. ziglang is pinned: a new zig brings a new
+# clang and libc++, which may reject code the old one took; bump it on purpose
+# (and rerun ctest -L portability).
+DEV_VENV=/opt/mcdma-dev/venv
+DEV_PYTHON=$DEV_VENV/bin/python
+ZIGLANG_VERSION=0.17.1
+
+venv_ready() {
+  [[ -x "$DEV_PYTHON" ]] &&
+    [[ "$("$DEV_PYTHON" -c 'import importlib.metadata as m; print(m.version("ziglang"))' \
+          2>/dev/null)" == "$ZIGLANG_VERSION" ]]
+}
 
 usage() {
   # The comment block at the top of this file is the help text.
@@ -76,12 +98,21 @@ for pkg in "${PACKAGES[@]}"; do
   fi
 done
 
-if (( ${#missing[@]} == 0 )); then
-  echo "install-deps.sh: all ${#PACKAGES[@]} packages already installed; nothing to do"
+venv_missing=0
+venv_ready || venv_missing=1
+
+if (( ${#missing[@]} == 0 && ! venv_missing )); then
+  echo "install-deps.sh: all ${#PACKAGES[@]} packages already installed and" \
+       "$DEV_VENV has ziglang $ZIGLANG_VERSION; nothing to do"
   exit 0
 fi
 
-echo "install-deps.sh: ${#missing[@]} of ${#PACKAGES[@]} packages missing: ${missing[*]}"
+if (( ${#missing[@]} > 0 )); then
+  echo "install-deps.sh: ${#missing[@]} of ${#PACKAGES[@]} packages missing: ${missing[*]}"
+fi
+if (( venv_missing )); then
+  echo "install-deps.sh: $DEV_VENV is missing or lacks ziglang $ZIGLANG_VERSION"
+fi
 if (( dry_run )); then
   exit 0
 fi
@@ -91,6 +122,16 @@ if (( EUID != 0 )); then
   exit 1
 fi
 
-run apt-get update
-run apt-get install -y --no-install-recommends "${missing[@]}"
+if (( ${#missing[@]} > 0 )); then
+  run apt-get update
+  run apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+if (( venv_missing )); then
+  if [[ ! -x "$DEV_PYTHON" ]]; then
+    run mkdir -p "$(dirname "$DEV_VENV")"
+    run /usr/bin/python3 -m venv --system-site-packages "$DEV_VENV"
+  fi
+  run "$DEV_PYTHON" -m pip install --disable-pip-version-check "ziglang==$ZIGLANG_VERSION"
+fi
 echo "install-deps.sh: done"
