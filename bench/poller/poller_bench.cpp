@@ -95,19 +95,26 @@ void PollerEnd(int fd, size_t bytes, int rounds, bool initiator, std::vector<dou
       if (n > 0) done += static_cast<size_t>(n);
     }
   };
+  // As the I/O thread does: ask the poller (without blocking while the
+  // spin budget lasts), read only what it reports readable.
   auto recv_all = [&] {
     size_t got = 0;
     while (got < bytes) {
-      ssize_t n = recv(fd, in.data() + got, bytes - got, 0);
-      if (n > 0) {
-        got += static_cast<size_t>(n);
-        last = Clock::now();
-        continue;
-      }
-      if (n == 0) throw std::runtime_error("peer closed");
       bool spinning = Clock::now() - last < kSpin;
       auto r = poller->Wait(events, spinning ? 0 : -1);
-      if (r.ok() && *r == 0 && spinning) std::this_thread::yield();
+      if (!r.ok()) throw std::runtime_error(r.status().ToString());
+      if (*r == 0) {
+        if (spinning) std::this_thread::yield();
+        continue;
+      }
+      for (;;) {
+        ssize_t n = recv(fd, in.data() + got, bytes - got, 0);
+        if (n == 0) throw std::runtime_error("peer closed");
+        if (n < 0) break;  // drained (EAGAIN): back to the poller
+        got += static_cast<size_t>(n);
+        last = Clock::now();
+        if (got == bytes) break;
+      }
     }
   };
   for (int i = 0; i < rounds; ++i) {
