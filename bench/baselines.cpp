@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "echo.grpc.pb.h"
+#include "platform/socket.hpp"
 
 namespace bench {
 
@@ -83,7 +84,7 @@ mcdma::Result<uint32_t> ReadFrame(int fd, std::vector<std::byte>& buf,
 
 mcdma::Status WriteAll(int fd, const std::byte* data, size_t size) {
   while (size > 0) {
-    ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+    ssize_t n = mcdma::platform::SendNoSignal(fd, data, size, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return SockError("send");
     data += n;

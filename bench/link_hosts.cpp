@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "platform/socket.hpp"
+
 namespace bench {
 
 namespace {
@@ -201,7 +203,9 @@ std::vector<std::string> HostPair::On(const LinkHost& host, std::vector<std::str
 
 mcdma::Result<uint16_t> HostPair::Port(uint16_t netns_port) const {
   if (!loopback()) return netns_port;
-  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  auto opened =
+      mcdma::platform::OpenSocket(AF_INET, SOCK_STREAM, 0, mcdma::platform::Blocking::kBlocking);
+  Fd fd = opened.ok() ? std::move(opened).value() : Fd();
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

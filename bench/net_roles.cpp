@@ -15,6 +15,7 @@
 
 #include "baselines.hpp"
 #include "link_roles.hpp"
+#include "platform/socket.hpp"
 #include "process.hpp"
 
 namespace bench {
@@ -50,8 +51,8 @@ mcdma::Result<sockaddr_in> ParseAddress(const std::string& host, uint16_t port) 
 // A listening socket on `host`, port chosen by the kernel.
 mcdma::Result<Fd> ListenTcp(const std::string& host, uint16_t* port) {
   MCDMA_ASSIGN_OR_RETURN(sockaddr_in sa, ParseAddress(host, 0));
-  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return SysError("socket");
+  MCDMA_ASSIGN_OR_RETURN(Fd fd, mcdma::platform::OpenSocket(AF_INET, SOCK_STREAM, 0,
+                                                            mcdma::platform::Blocking::kBlocking));
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
     return SysError("bind " + host);
   if (listen(fd.get(), 4) != 0) return SysError("listen");
@@ -64,7 +65,7 @@ mcdma::Result<Fd> ListenTcp(const std::string& host, uint16_t* port) {
 
 mcdma::Result<Fd> AcceptWithin(int listen_fd, std::chrono::milliseconds timeout) {
   MCDMA_RETURN_IF_ERROR(WaitReadable(listen_fd, timeout));
-  Fd fd(accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+  Fd fd = mcdma::platform::Accept(listen_fd, mcdma::platform::Blocking::kBlocking);
   if (!fd.valid()) return SysError("accept");
   return fd;
 }
@@ -75,8 +76,8 @@ mcdma::Result<Fd> ConnectTcp(const std::string& address, std::chrono::millisecon
     return mcdma::Status(mcdma::Code::kInvalid, "expected HOST:PORT, got " + address);
   MCDMA_ASSIGN_OR_RETURN(
       sockaddr_in sa, ParseAddress(address.substr(0, colon), std::stoi(address.substr(colon + 1))));
-  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return SysError("socket");
+  MCDMA_ASSIGN_OR_RETURN(Fd fd, mcdma::platform::OpenSocket(AF_INET, SOCK_STREAM, 0,
+                                                            mcdma::platform::Blocking::kBlocking));
   // SO_SNDTIMEO bounds connect() as well.
   MCDMA_RETURN_IF_ERROR(SetSocketTimeouts(fd.get(), timeout));
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
@@ -246,11 +247,10 @@ mcdma::Status RelayFrames(int down, int up) {
 // and the child's pid.
 template <typename Child>
 mcdma::Result<std::pair<Fd, pid_t>> ForkWithPair(const LinkRoleOptions& options, Child&& child) {
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return SysError("socketpair");
-  Fd mine(sv[0]);
-  Fd theirs(sv[1]);
-  for (int fd : {sv[0], sv[1]}) {
+  Fd mine;
+  Fd theirs;
+  MCDMA_RETURN_IF_ERROR(mcdma::platform::OpenSocketPair(SOCK_STREAM, &mine, &theirs));
+  for (int fd : {mine.get(), theirs.get()}) {
     MCDMA_RETURN_IF_ERROR(SetSocketTimeouts(fd, std::chrono::milliseconds(options.run_limit_ms)));
   }
   fflush(nullptr);

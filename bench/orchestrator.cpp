@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "baselines.hpp"
+#include "platform/socket.hpp"
 
 namespace bench {
 
@@ -173,13 +174,13 @@ mcdma::Result<std::vector<SampleSet>> RunPair(const Plan& plan, const TempDir& d
 }
 
 mcdma::Result<std::vector<SampleSet>> RunUds(const Plan& plan, const TempDir& dir) {
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-    return mcdma::Status(mcdma::Code::kSystem, std::string("socketpair: ") + strerror(errno));
-  }
+  Fd server_end;
+  Fd client_end;
+  MCDMA_RETURN_IF_ERROR(mcdma::platform::OpenSocketPair(SOCK_STREAM, &server_end, &client_end));
+  const int sv[2] = {server_end.get(), client_end.get()};
   PairSpec spec = MakeSpec("uds", "uds-server", "uds-client");
-  spec.handed_fds.emplace_back(sv[0]);
-  spec.handed_fds.emplace_back(sv[1]);
+  spec.handed_fds.push_back(std::move(server_end));
+  spec.handed_fds.push_back(std::move(client_end));
   spec.server_args = {"--fd", std::to_string(sv[0])};
   spec.client_args = {"--fd", std::to_string(sv[1])};
   spec.server_fds = {sv[0]};

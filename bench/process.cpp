@@ -39,19 +39,6 @@ int OpenPidFd(pid_t pid) {
 
 }  // namespace
 
-Fd& Fd::operator=(Fd&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    fd_ = other.Release();
-  }
-  return *this;
-}
-
-void Fd::Reset() {
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
-}
-
 mcdma::Result<Pipe> MakePipe() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return SysError("pipe2");

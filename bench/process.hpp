@@ -17,32 +17,12 @@
 #include <vector>
 
 #include "mcdma/status.hpp"
+#include "platform/fd.hpp"
 
 namespace bench {
 
-// A move-only owned file descriptor; -1 when empty.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(other.Release()) {}
-  Fd& operator=(Fd&& other) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { Reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int Release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void Reset();
-
- private:
-  int fd_ = -1;
-};
+// A move-only owned file descriptor; -1 when empty (the platform seam's).
+using mcdma::platform::Fd;
 
 // Both ends of a pipe, created close-on-exec: a child keeps only the ends it
 // is explicitly handed (see SpawnOptions::keep_fds).

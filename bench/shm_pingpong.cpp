@@ -13,12 +13,10 @@
 // sleep once seq differs). Only the waiter ever clears its flag: a sender
 // that cleared it could be preempted between reading and clearing and wipe
 // out a later "I am asleep", which loses a wake-up and hangs the pair.
-#include <linux/futex.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,6 +24,8 @@
 #include <cstring>
 
 #include "baselines.hpp"
+#include "mcdma_internal/wait.hpp"
+#include "platform/socket.hpp"
 
 namespace bench {
 
@@ -62,15 +62,20 @@ constexpr size_t SegmentSize(size_t capacity) { return sizeof(Header) + 2 * Roun
 
 std::atomic_ref<uint32_t> Atomic(uint32_t& word) { return std::atomic_ref<uint32_t>(word); }
 
-void FutexWait(uint32_t* word, uint32_t expected, std::chrono::nanoseconds timeout) {
-  timespec ts{static_cast<time_t>(timeout.count() / 1'000'000'000),
-              static_cast<long>(timeout.count() % 1'000'000'000)};
-  // Process-shared futex (no PRIVATE flag): the other side is another
-  // process. EAGAIN (seq moved), EINTR and ETIMEDOUT all mean "look again".
-  syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);
+// The words live in shared memory as plain uint32_t, reached through
+// atomic_ref; the platform's wait takes the same word as an atomic.
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+const std::atomic<uint32_t>* AsAtomic(uint32_t* word) {
+  return reinterpret_cast<const std::atomic<uint32_t>*>(word);
 }
 
-void FutexWake(uint32_t* word) { syscall(SYS_futex, word, FUTEX_WAKE, 1, nullptr, nullptr, 0); }
+void FutexWait(uint32_t* word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  // Process-shared: the other side is another process. A changed value, an
+  // interrupt and the timeout all mean "look again".
+  mcdma::wait::FutexWait(AsAtomic(word), expected, timeout, /*shared=*/true);
+}
+
+void FutexWake(uint32_t* word) { mcdma::wait::FutexWake(AsAtomic(word), 1, /*shared=*/true); }
 
 // Waits until ch.seq differs from `seen`; returns the new value.
 mcdma::Result<uint32_t> AwaitSeq(Channel& ch, uint32_t seen, Clock::time_point deadline) {
@@ -141,13 +146,9 @@ class Mapping {
 mcdma::Result<Fd> CreateShmSegment(size_t max_payload) {
   if (max_payload > (1u << 30))
     return mcdma::Status(mcdma::Code::kInvalid, "payload too large for shm");
-  Fd fd(memfd_create("mcdma-bench-pingpong", MFD_CLOEXEC));
-  if (!fd.valid())
-    return mcdma::Status(mcdma::Code::kSystem, std::string("memfd_create: ") + strerror(errno));
   size_t size = SegmentSize(max_payload);
-  if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
-    return mcdma::Status(mcdma::Code::kSystem, std::string("ftruncate: ") + strerror(errno));
-  }
+  MCDMA_ASSIGN_OR_RETURN(Fd fd,
+                         mcdma::platform::AnonymousSharedMemory("mcdma-bench-pingpong", size));
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED)
     return mcdma::Status(mcdma::Code::kSystem, std::string("mmap: ") + strerror(errno));

@@ -223,7 +223,7 @@ struct Result {
 Result Run(const End& end, size_t bytes, int warmup, int rounds) {
   Pair pair = Connect();
   std::vector<double> samples;
-  samples.reserve(static_cast<size_t>(warmup + rounds));
+  samples.reserve(static_cast<size_t>(warmup) + static_cast<size_t>(rounds));
   std::exception_ptr failure;
   std::thread server([&] {
     try {
@@ -239,9 +239,7 @@ Result Run(const End& end, size_t bytes, int warmup, int rounds) {
   return {Percentile(samples, 0.50), Percentile(samples, 0.99)};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app(
       "mcdma_bench_poller: the tcp transport's event loop (platform::Poller) vs "
       "Boost.Asio vs blocking sockets, on one TCP ping-pong over loopback");
@@ -300,4 +298,15 @@ int main(int argc, char** argv) {
   }
   for (const auto& m : mechs) printf("  %-8s %s\n", m.key, m.label);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "mcdma_bench_poller: %s\n", e.what());
+    return 1;
+  }
 }

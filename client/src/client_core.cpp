@@ -7,6 +7,7 @@
 
 #include "mcdma_internal/coded_status.hpp"
 #include "mcdma_internal/wait.hpp"
+#include "platform/names.hpp"
 #include "platform/process.hpp"
 
 namespace mcdma::internal {
@@ -53,6 +54,8 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Connect(const ClientOptions& opt
 }
 
 Status ClientCore::Open() {
+  // A path macOS could not bind is refused on every OS, by name.
+  MCDMA_RETURN_IF_ERROR(platform::CheckUnixSocketPath(options_.socket));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(4 << 20);
   channel_ = grpc::CreateCustomChannel("unix:" + options_.socket,

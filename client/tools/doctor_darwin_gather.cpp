@@ -90,7 +90,7 @@ CommandOutput RunTool(const std::string& command, const std::vector<std::string>
 
 std::string FindTool(const std::string& name) {
   for (const char* dir : kToolDirs) {
-    const std::string path = std::string(dir) + "/" + name;
+    std::string path = std::string(dir) + "/" + name;
     if (access(path.c_str(), X_OK) == 0) return path;
   }
   return "";
@@ -118,6 +118,7 @@ CommandOutput RunCommand(const std::string& command, const std::vector<std::stri
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   char path_env[] = "PATH=/usr/bin:/bin:/usr/sbin:/sbin";

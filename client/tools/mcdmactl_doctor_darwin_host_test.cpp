@@ -16,34 +16,16 @@
 #include "doctor_darwin.hpp"
 #include "doctor_darwin_gather.hpp"
 #include "doctor_render.hpp"
+#include "mcdmactl_doctor_darwin_test_support.hpp"
 
 namespace mcdma::tools::doctor {
 namespace {
 
 namespace verbs = driver::verbs;
 
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-std::string Data(const std::string& name) {
-  std::ifstream file(std::string(MCDMA_TEST_DATA_DIR) + "/darwin/" + name);
-  EXPECT_TRUE(file.good()) << "cannot open darwin/" << name;
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-CommandOutput Ran(const std::string& command, const std::string& out, int exit_code = 0,
-                  const std::string& err = "") {
-  CommandOutput c;
-  c.command = command;
-  c.status = Status::Ok();
-  c.exit_code = exit_code;
-  c.out = out;
-  c.err = err;
-  return c;
-}
+using darwin_test::Data;
+using darwin_test::Has;
+using darwin_test::Ran;
 
 std::vector<InterfaceAddress> Interfaces(const std::string& file) {
   auto parsed = ParseInterfaceList(Data(file));
@@ -210,6 +192,7 @@ TEST(DoctorDarwinRun, AMacRunsTheMacChecksInOrder) {
   in.memlock.soft_bytes = 0;
   auto results = RunChecks(in);
   std::vector<std::string> ids;
+  ids.reserve(results.size());
   for (const auto& r : results) ids.push_back(r.id);
   EXPECT_EQ(ids, (std::vector<std::string>{"config", "thunderbolt_rdma", "cx5_kext", "rdma_device",
                                            "port_active", "gid", "profile", "thunderbolt_bridge",

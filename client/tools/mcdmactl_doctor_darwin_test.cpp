@@ -12,32 +12,14 @@
 #include <vector>
 
 #include "doctor_darwin.hpp"
+#include "mcdmactl_doctor_darwin_test_support.hpp"
 
 namespace mcdma::tools::doctor {
 namespace {
 
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-std::string Data(const std::string& name) {
-  std::ifstream file(std::string(MCDMA_TEST_DATA_DIR) + "/darwin/" + name);
-  EXPECT_TRUE(file.good()) << "cannot open darwin/" << name;
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-CommandOutput Ran(const std::string& command, const std::string& out, int exit_code = 0,
-                  const std::string& err = "") {
-  CommandOutput c;
-  c.command = command;
-  c.status = Status::Ok();
-  c.exit_code = exit_code;
-  c.out = out;
-  c.err = err;
-  return c;
-}
+using darwin_test::Data;
+using darwin_test::Has;
+using darwin_test::Ran;
 
 CommandOutput NotFound(const std::string& command, const std::string& tool) {
   CommandOutput c;

@@ -27,15 +27,27 @@ enum class Blocking : uint8_t { kBlocking, kNonBlocking };
 // socket(2), close-on-exec, SIGPIPE suppressed; non-blocking if asked.
 Result<Fd> OpenSocket(int family, int type, int protocol, Blocking blocking);
 
-// accept(2) on a listening socket: the new socket is close-on-exec,
-// non-blocking and SIGPIPE-suppressed. Returns an invalid Fd (and leaves
-// errno) when nothing is pending or accept failed.
-Fd AcceptNonBlocking(int listen_fd);
+// accept(2) on a listening socket: the new socket is close-on-exec and
+// SIGPIPE-suppressed, non-blocking if asked. Returns an invalid Fd (and
+// leaves errno) when nothing is pending or accept failed.
+Fd Accept(int listen_fd, Blocking blocking);
+
+// socketpair(AF_UNIX, type): both ends close-on-exec and SIGPIPE-suppressed.
+Status OpenSocketPair(int type, Fd* first, Fd* second);
+
+// Shared memory with no name anyone can open: memfd_create on Linux,
+// shm_open + shm_unlink at once on macOS. `bytes` long (zero-filled),
+// close-on-exec; hand the fd to a child to share it.
+Result<Fd> AnonymousSharedMemory(const char* what, size_t bytes);
 
 // send/sendmsg/sendto that never raise SIGPIPE (EPIPE is returned instead).
 ssize_t SendNoSignal(int fd, const void* data, size_t size, int flags);
 ssize_t SendMsgNoSignal(int fd, const msghdr* msg, int flags);
 ssize_t SendToNoSignal(int fd, const void* data, size_t size, const sockaddr* to, socklen_t to_len);
+
+// setsockopt(fd, level, name, &value): SysError naming `what` (the
+// option) on failure.
+Status SetSocketInt(int fd, int level, int name, int value, const char* what);
 
 // How a data connection notices a peer that vanished without closing.
 struct TcpLiveness {

@@ -224,7 +224,7 @@ void IoThread::NotifyIfNeeded() {
 
 void IoThread::AcceptAll() {
   for (;;) {
-    Fd fd = platform::AcceptNonBlocking(listener_.get());
+    Fd fd = platform::Accept(listener_.get(), platform::Blocking::kNonBlocking);
     if (!fd.valid()) return;  // EAGAIN, or a transient error: the poller reports again
     if (accepting_.size() >= kMaxAccepting || !SetDataSocketOptions(fd.get()).ok()) continue;
     auto accepting = std::make_unique<Accepting>();

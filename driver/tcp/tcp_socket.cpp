@@ -51,13 +51,6 @@ Result<AddrInfoPtr> Resolve(const std::string& address, uint16_t port, bool pass
   return AddrInfoPtr(result);
 }
 
-Status SetInt(int fd, int level, int name, int value, const char* what) {
-  if (setsockopt(fd, level, name, &value, sizeof(value)) != 0) {
-    return SysError("setsockopt", errno, what);
-  }
-  return Status::Ok();
-}
-
 int RemainingMs(Deadline deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
@@ -93,7 +86,8 @@ Result<Fd> Listen(const std::string& address, uint16_t port) {
       continue;
     }
     Fd fd = std::move(opened).value();
-    MCDMA_RETURN_IF_ERROR(SetInt(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR"));
+    MCDMA_RETURN_IF_ERROR(
+        platform::SetSocketInt(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR"));
     if (bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
       last = SysError("bind", errno, address + ":" + std::to_string(port));
       continue;
@@ -119,7 +113,7 @@ Result<uint16_t> BoundPort(int fd) {
 }
 
 Status SetDataSocketOptions(int fd) {
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY"));
+  MCDMA_RETURN_IF_ERROR(platform::SetSocketInt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY"));
   return platform::SetTcpLiveness(fd, kLiveness);
 }
 

@@ -1,7 +1,9 @@
 // mcdma-rpcd's command line and configuration: stable exit codes (0 ok,
 // 1 failure, 2 usage/config) and errors that name what was wrong.
+#include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -105,6 +107,50 @@ TEST_F(DaemonCli, BadFlagValuesExitTwoNamingTheField) {
   r = Run({"--socket", Socket(), "--default-timeout-ms", "soon"});
   EXPECT_EQ(r.exit_code(), 2) << r.Describe();
   EXPECT_FALSE(std::filesystem::exists(Socket()));
+}
+
+// macOS's sun_path holds 103 bytes of path; the same limit on every OS.
+TEST_F(DaemonCli, SocketPathLongerThanMacOsAllowsExitsTwo) {
+  std::string long_path = dir_.path() + "/" + std::string(120, 's') + ".sock";
+  CommandResult r = Run({"--socket", long_path});
+  EXPECT_EQ(r.exit_code(), 2) << r.Describe();
+  EXPECT_NE(r.err.find("macOS allows at most 103"), std::string::npos) << r.Describe();
+  EXPECT_FALSE(std::filesystem::exists(long_path));
+}
+
+TEST_F(DaemonCli, ClientRefusesASocketPathLongerThanMacOsAllows) {
+  ClientOptions o;
+  o.socket = dir_.path() + "/" + std::string(120, 's') + ".sock";
+  auto c = Client::Connect(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kInvalid);
+  EXPECT_NE(c.status().message().find("macOS allows at most 103"), std::string::npos)
+      << c.status().ToString();
+}
+
+TEST_F(DaemonCli, UnknownSocketGroupExitsTwoNamingIt) {
+  CommandResult r = Run({"--socket", Socket(), "--socket-group", "no-such-group-mcdma"});
+  EXPECT_EQ(r.exit_code(), 2) << r.Describe();
+  EXPECT_NE(r.err.find("socket_group: no group 'no-such-group-mcdma'"), std::string::npos)
+      << r.Describe();
+  EXPECT_FALSE(std::filesystem::exists(Socket()));
+}
+
+// What a Mac's LaunchDaemon needs: the socket's directory given to a group
+// so that its members' apps may connect.
+TEST_F(DaemonCli, SocketGroupGivesTheSocketDirectoryToThatGroup) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving a directory to another group needs root";
+  const struct group* gr = getgrnam("nogroup");
+  if (gr == nullptr) GTEST_SKIP() << "no group 'nogroup' on this host";
+  gid_t gid = gr->gr_gid;
+  ASSERT_NE(StartDaemon({"--socket", Socket(), "--socket-group", "nogroup"}), nullptr);
+  struct stat dir_st {};
+  ASSERT_EQ(stat(dir_.path().c_str(), &dir_st), 0);
+  EXPECT_EQ(dir_st.st_gid, gid);
+  EXPECT_EQ(dir_st.st_mode & 0777, 0750u);
+  struct stat sock_st {};
+  ASSERT_EQ(stat(Socket().c_str(), &sock_st), 0);
+  EXPECT_EQ(sock_st.st_mode & 0777, 0660u);
 }
 
 TEST_F(DaemonCli, ConfigUnknownKeyExitsTwoNamingTheKey) {

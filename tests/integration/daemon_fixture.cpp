@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "platform/socket.hpp"
+
 namespace mcdma::itest {
 
 std::set<std::string> ListShm(const std::string& prefix) {
@@ -23,8 +25,9 @@ std::set<std::string> ListShm(const std::string& prefix) {
 }
 
 bool SocketAccepts(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  auto opened = platform::OpenSocket(AF_UNIX, SOCK_STREAM, 0, platform::Blocking::kBlocking);
+  if (!opened.ok()) return false;
+  int fd = std::move(opened).value().Release();
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);

@@ -15,6 +15,8 @@
 #include <regex>
 #include <sstream>
 
+#include "platform/socket.hpp"
+
 namespace mcdma::itest {
 namespace {
 
@@ -39,7 +41,8 @@ std::vector<int> FreePorts(int n) {
   std::vector<int> fds;
   std::vector<int> ports;
   for (int i = 0; i < n; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    auto opened = platform::OpenSocket(AF_INET, SOCK_STREAM, 0, platform::Blocking::kBlocking);
+    int fd = opened.ok() ? std::move(opened).value().Release() : -1;
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

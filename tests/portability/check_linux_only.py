@@ -3,7 +3,8 @@
 
 What it checks
     No source file (.cpp .hpp .h .cc .c) of common/, driver/, daemon/,
-    client/ or bindings/ (the folders built for macOS) uses a Linux-only
+    client/ and bindings/ (the folders built for macOS), nor of tests/,
+    bench/ and demo/, uses a Linux-only
     interface (epoll and its EPOLL* constants, eventfd and EFD_*, accept4,
     SOCK_NONBLOCK, SOCK_CLOEXEC, MSG_NOSIGNAL, TCP_USER_TIMEOUT,
     TCP_KEEPIDLE, memfd, futex and FUTEX_*, sd_notify; see PATTERNS), except
@@ -42,8 +43,9 @@ from pathlib import Path
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
-# The folders built for macOS.
-FOLDERS = ("common", "driver", "daemon", "client", "bindings")
+# The folders built for macOS, and the tests, benchmarks and demo that drive
+# them: nothing in the tree reaches the OS but through the seam.
+FOLDERS = ("common", "driver", "daemon", "client", "bindings", "tests", "bench", "demo")
 EXTENSIONS = (".cpp", ".hpp", ".h", ".cc", ".c")
 # The platform seam's Linux files: the only place these may appear.
 ALLOWED = Path("common/platform/linux")

@@ -183,7 +183,7 @@ TEST(PlatformSocket, OpenSocketNamesTheFailure) {
 TEST(PlatformSocket, AcceptedSocketsAreNonBlockingAndCloseOnExec) {
   auto listener = driver::tcp::Listen("127.0.0.1", 0);
   ASSERT_TRUE(listener.ok()) << listener.status().ToString();
-  EXPECT_FALSE(AcceptNonBlocking(listener->get()).valid());  // nothing pending
+  EXPECT_FALSE(Accept(listener->get(), Blocking::kNonBlocking).valid());  // nothing pending
   auto port = driver::tcp::BoundPort(listener->get());
   ASSERT_TRUE(port.ok());
   auto dialled = driver::tcp::Dial("127.0.0.1", *port,
@@ -191,7 +191,7 @@ TEST(PlatformSocket, AcceptedSocketsAreNonBlockingAndCloseOnExec) {
   ASSERT_TRUE(dialled.ok()) << dialled.status().ToString();
   Fd accepted;
   for (int i = 0; i < 500 && !accepted.valid(); ++i) {
-    accepted = AcceptNonBlocking(listener->get());
+    accepted = Accept(listener->get(), Blocking::kNonBlocking);
     if (!accepted.valid()) std::this_thread::sleep_for(milliseconds(2));
   }
   ASSERT_TRUE(accepted.valid());

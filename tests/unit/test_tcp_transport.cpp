@@ -25,6 +25,7 @@
 #include "driver/tcp/tcp_frame.hpp"
 #include "driver/tcp/tcp_transport.hpp"
 #include "driver/transport.hpp"
+#include "platform/socket.hpp"
 
 namespace mcdma::driver::tcp {
 namespace {
@@ -279,7 +280,7 @@ TEST(TcpConnect, WrongTokenIsRefused) {
   Token bogus{};
   bogus.fill(0x5a);
   auto hello = EncodeHello(bogus, Token{});
-  ASSERT_EQ(send(fd, hello.data(), hello.size(), MSG_NOSIGNAL), ssize_t(hello.size()));
+  ASSERT_EQ(platform::SendNoSignal(fd, hello.data(), hello.size(), 0), ssize_t(hello.size()));
   pollfd pfd{.fd = fd, .events = POLLIN, .revents = 0};
   ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "the device kept a socket with a wrong token open";
   char byte = 0;
@@ -304,7 +305,7 @@ TEST(TcpConnect, WrongTokenIsRefused) {
   Token impostor{};
   impostor[15] = 1;
   hello = EncodeHello(acceptor_info->token, impostor);
-  ASSERT_EQ(send(fd, hello.data(), hello.size(), MSG_NOSIGNAL), ssize_t(hello.size()));
+  ASSERT_EQ(platform::SendNoSignal(fd, hello.data(), hello.size(), 0), ssize_t(hello.size()));
   std::string expected = EncodeEndpointInfo({.address = "127.0.0.1", .port = 9, .token = Token{}});
   EXPECT_EQ((*acceptor)->Connect(expected).status().code(), Code::kPermissionDenied);
   close(fd);
@@ -725,7 +726,7 @@ std::unique_ptr<RawPeer> HandshakeRaw(Device& device) {
   // Our token is all zeros, lower than the endpoint's: we are the dialler.
   Token ours{};
   auto hello = EncodeHello(info->token, ours);
-  EXPECT_EQ(send(peer->fd, hello.data(), hello.size(), MSG_NOSIGNAL), ssize_t(hello.size()));
+  EXPECT_EQ(platform::SendNoSignal(peer->fd, hello.data(), hello.size(), 0), ssize_t(hello.size()));
   auto conn =
       (*ep)->Connect(EncodeEndpointInfo({.address = "127.0.0.1", .port = 9, .token = ours}));
   EXPECT_TRUE(conn.ok()) << conn.status().ToString();
@@ -795,7 +796,8 @@ TEST(TcpHostilePeer, MalformedFrameTakesConnectionDownNotProcess) {
                         .length = 4},
                        4);
     write.insert(write.end(), bytes.begin(), bytes.end());
-    ASSERT_EQ(send(peer->fd, write.data(), write.size(), MSG_NOSIGNAL), ssize_t(write.size()));
+    ASSERT_EQ(platform::SendNoSignal(peer->fd, write.data(), write.size(), 0),
+              ssize_t(write.size()));
     WorkCompletion wc = WaitOne(*peer->conn);
     EXPECT_EQ(wc.wr_id, 1u);
     EXPECT_EQ(wc.code, Code::kLinkDown);
@@ -825,7 +827,7 @@ TEST(TcpHostilePeer, WriteOfUnknownRkeyIsDrainedAndRefused) {
   auto good =
       Frame({.type = FrameType::kWrite, .rkey = region->rkey(), .wr_id = 2, .length = 8}, 8);
   bad.insert(bad.end(), good.begin(), good.end());
-  std::thread writer([&] { (void)send(peer->fd, bad.data(), bad.size(), MSG_NOSIGNAL); });
+  std::thread writer([&] { (void)platform::SendNoSignal(peer->fd, bad.data(), bad.size(), 0); });
   std::array<std::byte, 2 * kHeaderBytes> acks{};
   ASSERT_EQ(recv(peer->fd, acks.data(), acks.size(), MSG_WAITALL), ssize_t(acks.size()));
   writer.join();
@@ -864,7 +866,7 @@ TEST(TcpHostilePeer, RandomFramesNeverCrashOrWriteOutsideRegions) {
       auto frame = Frame(h, payload ? h.length : 0);
       stream.insert(stream.end(), frame.begin(), frame.end());
     }
-    (void)send(peer->fd, stream.data(), stream.size(), MSG_NOSIGNAL);
+    (void)platform::SendNoSignal(peer->fd, stream.data(), stream.size(), 0);
     close(std::exchange(peer->fd, -1));
     auto deadline = steady_clock::now() + kWait;
     while (peer->conn->PostRecv(round, {region->get(), 0, 8}).code() != Code::kLinkDown &&

@@ -11,15 +11,16 @@
 namespace mcdma::driver::verbs {
 namespace {
 
-std::string Recorded() {
-  std::ifstream in(MCDMA_TEST_DATA_DIR "/rxe_veth.sysfs");
+// A recorded description in tests/unit/data.
+std::string Recorded(const char* file = "rxe_veth.sysfs") {
+  std::ifstream in(std::string(MCDMA_TEST_DATA_DIR) + "/" + file);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
-std::vector<DeviceInfo> Devices() {
-  auto d = ParseDeviceDump(Recorded());
+std::vector<DeviceInfo> Devices(const char* file = "rxe_veth.sysfs") {
+  auto d = ParseDeviceDump(Recorded(file));
   EXPECT_TRUE(d.ok()) << d.status().ToString();
   return d.ok() ? *d : std::vector<DeviceInfo>{};
 }
@@ -120,14 +121,7 @@ TEST(VerbsModel, DetectsProfiles) {
   EXPECT_EQ(DetectProfile(mlx), kProfileLinuxRc);
 }
 
-std::vector<DeviceInfo> MacDevices() {
-  std::ifstream in(MCDMA_TEST_DATA_DIR "/mac_devices.dump");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto d = ParseDeviceDump(ss.str());
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  return d.ok() ? *d : std::vector<DeviceInfo>{};
-}
+std::vector<DeviceInfo> MacDevices() { return Devices("mac_devices.dump"); }
 
 // Apple's Thunderbolt devices take no RC QP (ibv_create_qp fails with errno
 // 102), so the profile, and with it the QP type, must follow from the

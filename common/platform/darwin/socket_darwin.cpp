@@ -1,27 +1,23 @@
 // Socket set-up on macOS: no SOCK_* flags (fcntl instead), SO_NOSIGPIPE per
 // socket instead of MSG_NOSIGNAL per send, TCP_KEEPALIVE for the idle time
 // and TCP_RXT_CONNDROPTIME (seconds) for the unacknowledged-data limit.
-// Every socket the transports send on comes from OpenSocket or
-// AcceptNonBlocking, so SO_NOSIGPIPE is always set before the first send.
+// Every socket the transports send on comes from OpenSocket, Accept or
+// OpenSocketPair, so SO_NOSIGPIPE is always set before the first send.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <string>
 
 #include "mcdma_internal/sys.hpp"
 #include "platform/socket.hpp"
 
 namespace mcdma::platform {
 namespace {
-
-Status SetInt(int fd, int level, int name, int value, const char* what) {
-  if (setsockopt(fd, level, name, &value, sizeof(value)) != 0) {
-    return SysError("setsockopt", errno, what);
-  }
-  return Status::Ok();
-}
 
 Status Prepare(int fd, Blocking blocking) {
   if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) return SysError("fcntl", errno, "FD_CLOEXEC");
@@ -31,7 +27,7 @@ Status Prepare(int fd, Blocking blocking) {
       return SysError("fcntl", errno, "O_NONBLOCK");
     }
   }
-  return SetInt(fd, SOL_SOCKET, SO_NOSIGPIPE, 1, "SO_NOSIGPIPE");
+  return SetSocketInt(fd, SOL_SOCKET, SO_NOSIGPIPE, 1, "SO_NOSIGPIPE");
 }
 
 }  // namespace
@@ -43,10 +39,39 @@ Result<Fd> OpenSocket(int family, int type, int protocol, Blocking blocking) {
   return fd;
 }
 
-Fd AcceptNonBlocking(int listen_fd) {
+Fd Accept(int listen_fd, Blocking blocking) {
   Fd fd(accept(listen_fd, nullptr, nullptr));
   if (!fd.valid()) return fd;
-  if (!Prepare(fd.get(), Blocking::kNonBlocking).ok()) return Fd();
+  // An accepted socket inherits O_NONBLOCK from the listener on macOS: set
+  // the mode asked for either way.
+  int fl = fcntl(fd.get(), F_GETFL);
+  if (fl < 0 || fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0) return Fd();
+  if (!Prepare(fd.get(), blocking).ok()) return Fd();
+  return fd;
+}
+
+Status OpenSocketPair(int type, Fd* first, Fd* second) {
+  int sv[2] = {-1, -1};
+  if (socketpair(AF_UNIX, type, 0, sv) != 0) return SysError("socketpair", errno);
+  Fd a(sv[0]);
+  Fd b(sv[1]);
+  MCDMA_RETURN_IF_ERROR(Prepare(a.get(), Blocking::kBlocking));
+  MCDMA_RETURN_IF_ERROR(Prepare(b.get(), Blocking::kBlocking));
+  *first = std::move(a);
+  *second = std::move(b);
+  return Status::Ok();
+}
+
+Result<Fd> AnonymousSharedMemory(const char* what, size_t bytes) {
+  // A name no one else can guess, unlinked before anyone could open it.
+  std::string name = "/mcdma-a-" + RandomHex(11);
+  Fd fd(shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600));
+  if (!fd.valid()) return SysError("shm_open", errno, what);
+  (void)shm_unlink(name.c_str());
+  if (fcntl(fd.get(), F_SETFD, FD_CLOEXEC) != 0) return SysError("fcntl", errno, "FD_CLOEXEC");
+  if (ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+    return SysError("ftruncate", errno, what);
+  }
   return fd;
 }
 
@@ -62,15 +87,17 @@ ssize_t SendToNoSignal(int fd, const void* data, size_t size, const sockaddr* to
 }
 
 Status SetTcpLiveness(int fd, const TcpLiveness& l) {
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE"));
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPALIVE,
-                               static_cast<int>(l.keepalive_idle.count()), "TCP_KEEPALIVE"));
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPINTVL,
-                               static_cast<int>(l.keepalive_interval.count()), "TCP_KEEPINTVL"));
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPCNT, l.keepalive_count, "TCP_KEEPCNT"));
+  MCDMA_RETURN_IF_ERROR(SetSocketInt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE"));
+  MCDMA_RETURN_IF_ERROR(SetSocketInt(fd, IPPROTO_TCP, TCP_KEEPALIVE,
+                                     static_cast<int>(l.keepalive_idle.count()), "TCP_KEEPALIVE"));
+  MCDMA_RETURN_IF_ERROR(SetSocketInt(fd, IPPROTO_TCP, TCP_KEEPINTVL,
+                                     static_cast<int>(l.keepalive_interval.count()),
+                                     "TCP_KEEPINTVL"));
+  MCDMA_RETURN_IF_ERROR(
+      SetSocketInt(fd, IPPROTO_TCP, TCP_KEEPCNT, l.keepalive_count, "TCP_KEEPCNT"));
   auto seconds = (l.unacked_timeout.count() + 999) / 1000;
-  return SetInt(fd, IPPROTO_TCP, TCP_RXT_CONNDROPTIME, static_cast<int>(seconds),
-                "TCP_RXT_CONNDROPTIME");
+  return SetSocketInt(fd, IPPROTO_TCP, TCP_RXT_CONNDROPTIME, static_cast<int>(seconds),
+                      "TCP_RXT_CONNDROPTIME");
 }
 
 }  // namespace mcdma::platform

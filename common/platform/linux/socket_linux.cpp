@@ -2,7 +2,9 @@
 // TCP_KEEPIDLE and TCP_USER_TIMEOUT.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -10,16 +12,6 @@
 #include "platform/socket.hpp"
 
 namespace mcdma::platform {
-namespace {
-
-Status SetInt(int fd, int level, int name, int value, const char* what) {
-  if (setsockopt(fd, level, name, &value, sizeof(value)) != 0) {
-    return SysError("setsockopt", errno, what);
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 Result<Fd> OpenSocket(int family, int type, int protocol, Blocking blocking) {
   int flags = SOCK_CLOEXEC | (blocking == Blocking::kNonBlocking ? SOCK_NONBLOCK : 0);
@@ -28,8 +20,26 @@ Result<Fd> OpenSocket(int family, int type, int protocol, Blocking blocking) {
   return fd;
 }
 
-Fd AcceptNonBlocking(int listen_fd) {
-  return Fd(accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+Fd Accept(int listen_fd, Blocking blocking) {
+  int flags = SOCK_CLOEXEC | (blocking == Blocking::kNonBlocking ? SOCK_NONBLOCK : 0);
+  return Fd(accept4(listen_fd, nullptr, nullptr, flags));
+}
+
+Status OpenSocketPair(int type, Fd* first, Fd* second) {
+  int sv[2] = {-1, -1};
+  if (socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0) return SysError("socketpair", errno);
+  *first = Fd(sv[0]);
+  *second = Fd(sv[1]);
+  return Status::Ok();
+}
+
+Result<Fd> AnonymousSharedMemory(const char* what, size_t bytes) {
+  Fd fd(memfd_create(what, MFD_CLOEXEC));
+  if (!fd.valid()) return SysError("memfd_create", errno, what);
+  if (ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+    return SysError("ftruncate", errno, what);
+  }
+  return fd;
 }
 
 ssize_t SendNoSignal(int fd, const void* data, size_t size, int flags) {
@@ -46,14 +56,16 @@ ssize_t SendToNoSignal(int fd, const void* data, size_t size, const sockaddr* to
 }
 
 Status SetTcpLiveness(int fd, const TcpLiveness& l) {
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE"));
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPIDLE,
-                               static_cast<int>(l.keepalive_idle.count()), "TCP_KEEPIDLE"));
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPINTVL,
-                               static_cast<int>(l.keepalive_interval.count()), "TCP_KEEPINTVL"));
-  MCDMA_RETURN_IF_ERROR(SetInt(fd, IPPROTO_TCP, TCP_KEEPCNT, l.keepalive_count, "TCP_KEEPCNT"));
-  return SetInt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, static_cast<int>(l.unacked_timeout.count()),
-                "TCP_USER_TIMEOUT");
+  MCDMA_RETURN_IF_ERROR(SetSocketInt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE"));
+  MCDMA_RETURN_IF_ERROR(SetSocketInt(fd, IPPROTO_TCP, TCP_KEEPIDLE,
+                                     static_cast<int>(l.keepalive_idle.count()), "TCP_KEEPIDLE"));
+  MCDMA_RETURN_IF_ERROR(SetSocketInt(fd, IPPROTO_TCP, TCP_KEEPINTVL,
+                                     static_cast<int>(l.keepalive_interval.count()),
+                                     "TCP_KEEPINTVL"));
+  MCDMA_RETURN_IF_ERROR(
+      SetSocketInt(fd, IPPROTO_TCP, TCP_KEEPCNT, l.keepalive_count, "TCP_KEEPCNT"));
+  return SetSocketInt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT,
+                      static_cast<int>(l.unacked_timeout.count()), "TCP_USER_TIMEOUT");
 }
 
 }  // namespace mcdma::platform
