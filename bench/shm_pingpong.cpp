@@ -2,7 +2,7 @@
 // segment and a futex and nothing else. It is the floor the daemon's mailbox
 // path is compared with (the daemon adds a hop and its own rings).
 //
-// Wait protocol (baselines.md lesson 4). The waiter spins on `seq`, yielding
+// Wait protocol (docs/measurements.md, lesson 4). The waiter spins on `seq`, yielding
 // the CPU, for kSpinBudget; then it sets its own `sleeping` flag, re-reads
 // `seq`, and sleeps on the futex only if it has not moved. The sender writes
 // the payload, bumps `seq`, and only READS `sleeping`: if set, FUTEX_WAKE.

@@ -90,7 +90,7 @@ struct Options {
   // GID index used when no RoCE v2 IPv4-mapped GID matches; -1: none.
   int32_t verbs_gid_index = -1;
   // Device profile ("linux-rc", "mcdma-cx5", "apple-tb5"); empty: detected.
-  // A stricter profile than the device's is honoured (DESIGN.md).
+  // A stricter profile than the device's is honoured (architecture.md §17).
   std::string verbs_profile;
 };
 

@@ -3,7 +3,7 @@
 // which GID to use, the path MTU two ends agree on, the device profile and
 // the limits (Caps) it implies, and which QP state transitions are legal.
 //
-// The rules (DESIGN.md, "The data link"):
+// The rules (docs/architecture.md §17, docs/protocol.md):
 //   * GID: the RoCE v2 IPv4-mapped GID on the configured interface (any
 //     interface when none is configured); else the configured index; never
 //     "index 1" by habit. No candidate is an error that lists what the port

@@ -556,7 +556,7 @@ TEST(LoopLimits, EnforcesMaxTransferAndReadBytes) {
 }
 
 TEST(LoopLimits, ForcedStricterCapsAreEnforced) {
-  // apple-tb5 as DESIGN.md describes it: SEND/RECV only, 0xfa0000-byte
+  // apple-tb5 as its profile describes it: SEND/RECV only, 0xfa0000-byte
   // registrations, at most 100 of them.
   Caps tb5{.name = "verbs",
            .profile = "apple-tb5",
