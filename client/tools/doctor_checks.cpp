@@ -131,7 +131,7 @@ DarwinContext DarwinContextOf(const DoctorInputs& in) {
 }
 
 std::vector<CheckResult> RunChecks(const DoctorInputs& in) {
-  const bool mac = in.host_os == HostOs::kMacOS;
+  const bool mac = in.host_os == platform::Os::kMacOS;
   const DarwinContext ctx = mac ? DarwinContextOf(in) : DarwinContext();
   std::vector<CheckResult> out = {CheckConfig(in.config)};
   if (mac) {

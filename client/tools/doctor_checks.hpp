@@ -87,8 +87,8 @@ struct DaemonInput {
 
 struct DoctorInputs {
   // Which checks run and how their fixes are worded; doctor_cmd.cpp sets
-  // kHostOs, tests either.
-  HostOs host_os = HostOs::kLinux;
+  // platform::kOs, tests either.
+  platform::Os host_os = platform::Os::kLinux;
   ConfigInput config;
   DevicesInput devices;
   MemlockInput memlock;  // judged on Linux only

@@ -101,7 +101,7 @@ doctor::DaemonInput AskDaemon(const std::string& socket, std::chrono::millisecon
 
 DoctorInputs GatherDoctorInputs(const DoctorFlags& flags) {
   DoctorInputs in;
-  in.host_os = doctor::kHostOs;
+  in.host_os = platform::kOs;
   std::string config_socket;
   in.config = ReadConfig(flags.config, config_socket);
   std::string dump = flags.device_dump;

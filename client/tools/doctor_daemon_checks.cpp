@@ -20,7 +20,7 @@ bool Contains(const std::string& text, const char* part) {
   return text.find(part) != std::string::npos;
 }
 
-bool Mac(const DoctorInputs& in) { return in.host_os == HostOs::kMacOS; }
+bool Mac(const DoctorInputs& in) { return in.host_os == platform::Os::kMacOS; }
 
 std::string RestartCommand(const DoctorInputs& in) {
   return Mac(in) ? "sudo launchctl kickstart -k system/org.mcdma.rpcd"

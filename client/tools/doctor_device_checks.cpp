@@ -82,7 +82,7 @@ std::string MappedIpv4(const std::string& gid) {
          "." + std::to_string(b & 0xff);
 }
 
-bool Mac(const DoctorInputs& in) { return in.host_os == HostOs::kMacOS; }
+bool Mac(const DoctorInputs& in) { return in.host_os == platform::Os::kMacOS; }
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 

@@ -38,7 +38,7 @@ std::vector<InterfaceAddress> Interfaces(const std::string& file) {
 // unlimited, both peers on the management network (en0), the daemon up.
 DoctorInputs MacHost() {
   DoctorInputs in;
-  in.host_os = HostOs::kMacOS;
+  in.host_os = platform::Os::kMacOS;
   EXPECT_TRUE(daemon::Validate(in.config.options).ok());
   in.config.options.verbs_interface = "mcrdma0";
   in.config.options.peers = {{"mac-2", "10.0.0.12", "auto"}, {"spark-1", "10.0.0.21:7500", "auto"}};
@@ -204,7 +204,7 @@ TEST(DoctorDarwinRun, AMacRunsTheMacChecksInOrder) {
   EXPECT_TRUE(Healthy(results));
   EXPECT_EQ(results[8].summary, "launchd memlock unlimited");
   // The same inputs on Linux: no macOS check, the shell's RLIMIT_MEMLOCK.
-  in.host_os = HostOs::kLinux;
+  in.host_os = platform::Os::kLinux;
   results = RunChecks(in);
   ASSERT_EQ(results.size(), 11u);
   EXPECT_EQ(results[1].id, "rdma_device");

@@ -64,7 +64,8 @@ void Poller::Remove(int fd) {
 }
 
 Result<size_t> Poller::Wait(std::span<PollEvent> out, int timeout_ms) {
-  std::array<struct kevent, kMaxBatch> events{};
+  // Not zeroed: the kernel fills the first n, and this runs on every spin.
+  std::array<struct kevent, kMaxBatch> events;
   int max = static_cast<int>(std::min(out.size(), events.size()));
   timespec ts{.tv_sec = timeout_ms / 1000,
               .tv_nsec = static_cast<long>(timeout_ms % 1000) * 1'000'000};

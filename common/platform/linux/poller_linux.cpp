@@ -42,7 +42,8 @@ Status Poller::Modify(int fd, void* tag, uint32_t interest) {
 void Poller::Remove(int fd) { (void)epoll_ctl(fd_.get(), EPOLL_CTL_DEL, fd, nullptr); }
 
 Result<size_t> Poller::Wait(std::span<PollEvent> out, int timeout_ms) {
-  std::array<epoll_event, kMaxBatch> events{};
+  // Not zeroed: the kernel fills the first n, and this runs on every spin.
+  std::array<epoll_event, kMaxBatch> events;
   int max = static_cast<int>(std::min(out.size(), events.size()));
   int n = epoll_wait(fd_.get(), events.data(), max, timeout_ms);
   if (n < 0) {
