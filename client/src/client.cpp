@@ -59,7 +59,7 @@ Status ServerCall::ReplyError(const Status& error) {
 namespace {
 Status OpStatus(const OpState& op) {
   if (op.code == Code::kOk) return Status::Ok();
-  return Status(op.code, op.message);
+  return Status(op.code, op.reason, op.message);
 }
 
 template <typename T>
@@ -181,6 +181,7 @@ Future<Message> Client::CallAsync(std::string_view service, std::span<const std:
   auto failed = [](const Status& st) {
     auto op = std::make_shared<OpState>();
     op->code = st.code();
+    op->reason = st.reason();
     op->message = st.message();
     op->done.store(1);
     return ClientCore::MakeFuture<Message>(op);
@@ -238,6 +239,7 @@ Future<uint64_t> StartTransfer(ClientCore& core, shm::Op op, const RemoteBuffer&
   Status st = core.Submit(std::span<Submission>(&sub, 1), timeout);
   if (!st.ok()) {
     sub.op->code = st.code();
+    sub.op->reason = st.reason();
     sub.op->message = st.message();
     sub.op->done.store(1);
   }
@@ -260,7 +262,8 @@ Result<uint64_t> RunBatch(ClientCore& core, shm::Op op, std::span<const Transfer
   Status first;
   for (auto& sub : subs) {
     MCDMA_RETURN_IF_ERROR(core.Wait(*sub.op));
-    if (sub.op->code != Code::kOk && first.ok()) first = Status(sub.op->code, sub.op->message);
+    if (sub.op->code != Code::kOk && first.ok())
+      first = Status(sub.op->code, sub.op->reason, sub.op->message);
     total += sub.op->bytes;
   }
   if (!first.ok()) return first;

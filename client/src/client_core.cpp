@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "mcdma_internal/coded_status.hpp"
 #include "mcdma_internal/wait.hpp"
 #include "platform/names.hpp"
 #include "platform/process.hpp"
+#include "rpc/rpc_status.hpp"
 
 namespace mcdma::internal {
 namespace {
@@ -26,8 +26,8 @@ constexpr auto kSleepCap = std::chrono::milliseconds(100);
 
 Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return Status::Ok();
+  if (auto carried = rpc::StatusFromGrpc(s)) return *std::move(carried);
   const std::string& m = s.error_message();
-  if (auto coded = StatusFromCodedMessage(m)) return *std::move(coded);
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return Status(Code::kUnavailable, "mcdma-rpcd is not reachable: " + m);
@@ -263,8 +263,10 @@ bool ClientCore::ReapCompletions() {
       if (payload_ok && ev.payload_len > 0) ReleaseDelivered(ev.payload_off, ev.payload_len);
       continue;
     }
-    Code code = ev.status <= static_cast<uint16_t>(Code::kSystem) ? static_cast<Code>(ev.status)
-                                                                  : Code::kInternal;
+    const Code code = CodeFromWire(ev.status);
+    // A completion's `detail` is its Reason (a number this build does not
+    // know, from a newer daemon, reads kNone).
+    const Reason reason = code == Code::kOk ? Reason::kNone : ReasonFromWire(ev.detail);
     op->bytes = ev.bytes;
     if (code == Code::kOk && ev.payload_len > 0 && payload_ok) {
       op->has_payload = true;
@@ -273,14 +275,15 @@ bool ClientCore::ReapCompletions() {
     } else if (payload_ok && ev.payload_len > 0) {
       ReleaseDelivered(ev.payload_off, ev.payload_len);
     }
-    Finish(op, code, std::move(text));
+    Finish(op, code, std::move(text), reason);
   }
   cq_head_ += n;
   header_->cq_head.value.store(cq_head_, std::memory_order_release);
   return true;
 }
 
-void ClientCore::Finish(const std::shared_ptr<OpState>& op, Code code, std::string message) {
+void ClientCore::Finish(const std::shared_ptr<OpState>& op, Code code, std::string message,
+                        Reason reason) {
   if (op->has_request) {
     std::lock_guard lock(sq_mu_);
     app_arena_.Free(op->request_off, op->request_len);
@@ -295,6 +298,7 @@ void ClientCore::Finish(const std::shared_ptr<OpState>& op, Code code, std::stri
     ForgetServiceId(op->service_id);
   }
   op->code = code;
+  op->reason = reason;
   op->message = std::move(message);
   op->done.store(1, std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -41,6 +41,7 @@ struct OpState {
   std::atomic<uint32_t> done{0};     // futex word: 1 once completed
   std::atomic<uint32_t> waiting{0};  // a thread sleeps on `done`
   Code code = Code::kOk;
+  Reason reason = Reason::kNone;
   std::string message;
   uint64_t bytes = 0;
   // CALL: the reply payload, in the daemon half (released by its Message).
@@ -113,9 +114,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   static Future<T> MakeFuture(std::shared_ptr<OpState> op) {
     return Future<T>(std::move(op));
   }
-  static const std::shared_ptr<OpState>& OpOf(const void* future_op) {
-    return *static_cast<const std::shared_ptr<OpState>*>(future_op);
-  }
   static uint64_t BufferId(const Buffer& b) { return b.state_ ? b.state_->id : 0; }
   void ReleaseMessage(Message& m);
 
@@ -134,7 +132,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool TryReapCompletions();
   bool ReapInbox();
   bool FlushReleases();  // REQUIRES(sq_mu_)
-  void Finish(const std::shared_ptr<OpState>& op, Code code, std::string message);
+  void Finish(const std::shared_ptr<OpState>& op, Code code, std::string message,
+              Reason reason = Reason::kNone);
   void FailAll(Code code, const std::string& message);
   void RunHandler(const shm::EventDesc& ev);
   void HandlerWorker();

@@ -1,12 +1,15 @@
 #include "admin_client.hpp"
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <optional>
 #include <string_view>
 #include <utility>
 
-#include "mcdma_internal/coded_status.hpp"
+#include "rpc/rpc_status.hpp"
 
 namespace mcdma::tools {
 namespace {
@@ -30,8 +33,16 @@ Code FromGrpc(grpc::StatusCode code) {
   }
 }
 
-// The daemon's own errors read "CODE_NAME: message"; gRPC's transport errors
-// never start with one of mcdma's code names.
+// Why gRPC could not reach the socket, when the answer is that this user
+// may not: gRPC's own error says so only in its text. nullopt otherwise.
+std::optional<Status> SocketAccessError(const std::string& path) {
+  if (faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0 || errno != EACCES) {
+    return std::nullopt;
+  }
+  return Status(
+      Code::kPermissionDenied, Reason::kAccessDenied,
+      "cannot connect to " + path + ": permission denied (euid " + std::to_string(geteuid()) + ")");
+}
 
 }  // namespace
 
@@ -55,10 +66,13 @@ Result<Reply> AdminClient::Invoke(Method method, const Request& request) {
   if (status.ok()) return reply;
   // An unknown method is gRPC's answer, not the daemon's, whatever its text.
   if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
-    if (auto refused = StatusFromCodedMessage(status.error_message())) {
+    if (auto refused = rpc::StatusFromGrpc(status)) {
       last_error_from_daemon_ = true;
       return *std::move(refused);
     }
+  }
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    if (auto denied = SocketAccessError(socket_path_)) return *std::move(denied);
   }
   return Status(FromGrpc(status.error_code()), status.error_message());
 }

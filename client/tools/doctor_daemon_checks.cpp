@@ -16,10 +16,6 @@ CheckResult Judge(const char* id, Verdict verdict, std::string summary, std::str
   return CheckResult{id, verdict, std::move(summary), std::move(detail), std::move(fix)};
 }
 
-bool Contains(const std::string& text, const char* part) {
-  return text.find(part) != std::string::npos;
-}
-
 bool Mac(const DoctorInputs& in) { return in.host_os == platform::Os::kMacOS; }
 
 std::string RestartCommand(const DoctorInputs& in) {
@@ -36,30 +32,30 @@ std::string Micros(double us) {
 // What to do about a key file LoadFabricKey refused (its message already
 // says it; this is the command alone, for the `fix:` line).
 std::string FabricKeyFix(const Status& status, const std::string& path, bool mac) {
-  const std::string& msg = status.message();
+  const Reason why = status.reason();
   if (status.code() == Code::kNotFound) {
     return "mcdmactl fabric-key new " + path + ", then copy that file to every host of the fabric";
   }
-  if (Contains(msg, "has mode")) return "chmod 600 " + path;
-  if (Contains(msg, "owned by") && mac) {
+  if (why == Reason::kKeyFileMode) return "chmod 600 " + path;
+  if (why == Reason::kKeyFileOwner && mac) {
     return "chown the file to the user the daemon runs as (root under launchd: sudo chown root " +
            path + "), and run doctor as that user (sudo mcdmactl doctor)";
   }
-  if (Contains(msg, "owned by")) {
+  if (why == Reason::kKeyFileOwner) {
     return "chown the file to the user the daemon runs as (chown mcdma " + path +
            " for the systemd unit), and run doctor as that user (sudo -u mcdma mcdmactl doctor)";
   }
-  if (Contains(msg, "permission denied") && mac) {
+  if (why == Reason::kAccessDenied && mac) {
     return "run doctor as the user the daemon runs as (root under launchd: sudo mcdmactl doctor); "
            "that user must own " +
            path;
   }
-  if (Contains(msg, "permission denied")) {
+  if (why == Reason::kAccessDenied) {
     return "run doctor as the user the daemon runs as (sudo -u mcdma mcdmactl doctor); that user "
            "must own " +
            path;
   }
-  if (Contains(msg, "symbolic link")) return "point fabric_key at the key file itself";
+  if (why == Reason::kKeyFileLink) return "point fabric_key at the key file itself";
   return "copy the fabric's key file from another host, or write a new one with `mcdmactl "
          "fabric-key new --force " +
          path + "` and copy it to every host";
@@ -88,12 +84,12 @@ CheckResult LinkResult(const v1::LinkInfo& link, const v1::LinksReply& links) {
   const std::string error =
       link.last_error().empty() ? "no error recorded yet" : "last error: " + link.last_error();
   if (link.state() == "refused") {
-    const std::string& e = link.last_error();
+    const Reason why = ReasonFromName(link.last_error_reason());
     std::string fix;
-    if (Contains(e, "says it is") || Contains(e, "own id")) {
+    if (why == Reason::kPeerIdentity) {
       fix = "make the [[peer]] name " + peer + "'s host_id (default: its hostname), or fix the " +
             "address; every host needs its own host_id";
-    } else if (Contains(e, "transport")) {
+    } else if (why == Reason::kTransportRefused) {
       fix = "set the peer's transport to \"auto\" or \"tcp\"";
     } else {
       fix = "compare fingerprints: `mcdmactl links --json` on " + peer +
@@ -168,8 +164,7 @@ CheckResult CheckDaemon(const DoctorInputs& in) {
                            ? "mcdma-rpcd at " + d.socket + " did not answer in time: " + s.message()
                            : "cannot reach mcdma-rpcd at " + d.socket + ": " + s.message();
   std::string fix;
-  const bool denied =
-      s.code() == Code::kPermissionDenied || Contains(s.message(), "ermission denied");
+  const bool denied = s.code() == Code::kPermissionDenied;
   if (Mac(in) && denied) {
     fix =
         "run as root (sudo mcdmactl doctor): under launchd the daemon and its socket's "

@@ -139,6 +139,23 @@ TEST(DoctorChecks, EachLinkIsJudgedByItsState) {
   for (const auto& p : peers) EXPECT_EQ(p.id, "peers");
 }
 
+// The fix follows the refusal's reason, whatever its text says.
+TEST(DoctorChecks, ARefusedLinksFixFollowsItsReason) {
+  DoctorInputs in = HealthyHost();
+  auto* refused = in.daemon.links.add_links();
+  refused->set_peer("spark-3");
+  refused->set_state("refused");
+  refused->set_last_error("any text at all");
+  refused->set_last_error_reason("PEER_IDENTITY");
+  EXPECT_TRUE(Has(CheckPeers(in)[0].fix, "make the [[peer]] name spark-3's host_id"))
+      << CheckPeers(in)[0].fix;
+  refused->set_last_error_reason("TRANSPORT_REFUSED");
+  EXPECT_EQ(CheckPeers(in)[0].fix, "set the peer's transport to \"auto\" or \"tcp\"");
+  refused->set_last_error("dialed peer 'spark-3' but it says it is 'spark-4'");
+  refused->set_last_error_reason("NONE");
+  EXPECT_TRUE(Has(CheckPeers(in)[0].fix, "compare fingerprints")) << CheckPeers(in)[0].fix;
+}
+
 TEST(DoctorChecks, DifferentMtusOnAVerbsLinkWarn) {
   DoctorInputs in = HealthyHost();
   auto* link = in.daemon.links.add_links();

@@ -148,7 +148,8 @@ TEST(DoctorDarwinDevices, DaemonAndLinkFixesOnAMacNameLaunchdAndIfconfig) {
   EXPECT_TRUE(Has(r.fix, "StandardErrorPath in /Library/LaunchDaemons/org.mcdma.rpcd.plist"))
       << r.fix;
   EXPECT_TRUE(Has(r.fix, "sudo launchctl kickstart -k system/org.mcdma.rpcd")) << r.fix;
-  in.daemon.status = Status(Code::kPermissionDenied, "connect: Permission denied");
+  in.daemon.status =
+      Status(Code::kPermissionDenied, Reason::kAccessDenied, "connect: Permission denied");
   EXPECT_TRUE(Has(CheckDaemon(in).fix, "run as root (sudo mcdmactl doctor)"));
   for (const auto& code : {Code::kUnavailable, Code::kTimeout, Code::kPermissionDenied}) {
     in.daemon.status = Status(code, "x");
@@ -177,8 +178,8 @@ TEST(DoctorDarwinDevices, DaemonAndLinkFixesOnAMacNameLaunchdAndIfconfig) {
                   "mac-2;"))
       << CheckPathMtu(in)[0].fix;
   in.config.options.fabric_key = "/usr/local/etc/mcdma/fabric.key";
-  in.fabric_key.status =
-      Status(Code::kPermissionDenied, "/usr/local/etc/mcdma/fabric.key is owned by uid 501, not 0");
+  in.fabric_key.status = Status(Code::kPermissionDenied, Reason::kKeyFileOwner,
+                                "/usr/local/etc/mcdma/fabric.key is owned by uid 501, not 0");
   EXPECT_EQ(CheckFabricKey(in).fix,
             "chown the file to the user the daemon runs as (root under launchd: sudo chown root "
             "/usr/local/etc/mcdma/fabric.key), and run doctor as that user (sudo mcdmactl doctor)");

@@ -78,15 +78,16 @@ Status PathError(const char* call, int err, const std::string& path) {
                                          kNewKeyHint + path +
                                          "' and copy that file to every host of the fabric");
     case EACCES:
-      return Status(Code::kPermissionDenied,
+      return Status(Code::kPermissionDenied, Reason::kAccessDenied,
                     "cannot read " + Prefix(path) +
                         ": permission denied; it must be readable by the user the daemon "
                         "runs as (euid " +
                         std::to_string(geteuid()) + ")");
     case ELOOP:
-      return Status(Code::kInvalid, Prefix(path) +
-                                        " is a symbolic link; point the configuration at "
-                                        "the key file itself");
+      return Status(Code::kInvalid, Reason::kKeyFileLink,
+                    Prefix(path) +
+                        " is a symbolic link; point the configuration at "
+                        "the key file itself");
     default:
       return SysError(call, err, path);
   }
@@ -100,9 +101,9 @@ Status CreateError(int err, const std::string& path) {
                                          std::filesystem::path(path).parent_path().string() +
                                          " does not exist");
     case EACCES:
-      return Status(Code::kPermissionDenied, "cannot create " + Prefix(path) +
-                                                 ": permission denied (euid " +
-                                                 std::to_string(geteuid()) + ")");
+      return Status(Code::kPermissionDenied, Reason::kAccessDenied,
+                    "cannot create " + Prefix(path) + ": permission denied (euid " +
+                        std::to_string(geteuid()) + ")");
     default:
       return SysError("open", err, path);
   }
@@ -119,15 +120,16 @@ Status CheckFileStat(const struct stat& st, const std::string& path) {
     return Status(Code::kInvalid, Prefix(path) + " is not a regular file");
   }
   if (st.st_uid != geteuid()) {
-    return Status(Code::kPermissionDenied,
+    return Status(Code::kPermissionDenied, Reason::kKeyFileOwner,
                   Prefix(path) + " is owned by uid " + std::to_string(st.st_uid) +
                       ", not by this process's uid " + std::to_string(geteuid()) +
                       "; it must belong to the user the daemon runs as (chown " +
                       std::to_string(geteuid()) + " " + path + ")");
   }
   if ((st.st_mode & 077) != 0) {
-    return Status(Code::kPermissionDenied, Prefix(path) + " has mode " + Octal(st.st_mode) +
-                                               "; it must be 0600 (chmod 600 " + path + ")");
+    return Status(Code::kPermissionDenied, Reason::kKeyFileMode,
+                  Prefix(path) + " has mode " + Octal(st.st_mode) +
+                      "; it must be 0600 (chmod 600 " + path + ")");
   }
   return Status::Ok();
 }

@@ -88,9 +88,11 @@ Status CheckPeerId(const char* message, const std::string& peer, const std::stri
   Status valid = ValidateHostId(peer);
   if (!valid.ok()) return Malformed(message, valid.message());
   if (peer == own) {
-    return Malformed(message, "the peer claims this host's own id '" + own +
-                                  "' (two hosts configured with one host_id, or a reflected "
-                                  "exchange)");
+    return Status(Code::kInvalid, Reason::kPeerIdentity,
+                  Malformed(message, "the peer claims this host's own id '" + own +
+                                         "' (two hosts configured with one host_id, or a "
+                                         "reflected exchange)")
+                      .message());
   }
   return Status::Ok();
 }
@@ -237,9 +239,9 @@ Result<Proof> Initiator::OnChallenge(const Challenge& challenge) {
   }
   if (!st.ok()) return Fail(std::move(st));
   if (!expected_peer_.empty() && challenge.host_id != expected_peer_) {
-    return Fail(Status(Code::kInvalid, "dialed peer '" + expected_peer_ + "' but it says it is '" +
-                                           challenge.host_id +
-                                           "'; check the peer's address and host_id"));
+    return Fail(Status(Code::kInvalid, Reason::kPeerIdentity,
+                       "dialed peer '" + expected_peer_ + "' but it says it is '" +
+                           challenge.host_id + "'; check the peer's address and host_id"));
   }
   const Transcript transcript{hello_.nonce, challenge.nonce, hello_.host_id, challenge.host_id};
   if (!ProofMatches(ComputeProof(*key_, Role::kResponder, transcript), challenge.proof)) {

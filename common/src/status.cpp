@@ -1,25 +1,66 @@
 #include "mcdma/status.hpp"
 
 #include <array>
+#include <cstdio>
+#include <cstdlib>
+
+#include "mcdma/mcdma.h"
 
 namespace mcdma {
 namespace {
-constexpr std::array<const char*, 16> kNames = {
-    "OK",          "INVALID",  "OUT_OF_RANGE", "NOT_FOUND", "PERMISSION_DENIED", "ALREADY_EXISTS",
-    "NO_MEMORY",   "TIMEOUT",  "LINK_DOWN",    "PEER_GONE", "REVOKED",           "CANCELLED",
-    "UNAVAILABLE", "INTERNAL", "BUSY",         "SYSTEM"};
+
+#define MCDMA_NAME_OF_(name, value, cpp, meaning) #name,
+constexpr std::array<const char*, internal::kCodeCount> kCodeNames = {
+    MCDMA_CODE_LIST(MCDMA_NAME_OF_)};
+constexpr std::array<const char*, internal::kReasonCount> kReasonNames = {
+    MCDMA_REASON_LIST(MCDMA_NAME_OF_)};
+#undef MCDMA_NAME_OF_
+
+// The C ABI's numbers are the C++ ones (both come from codes.h; this pins
+// it against an edit of either enum by hand).
+#define MCDMA_SAME_CODE_(name, value, cpp, meaning)                              \
+  static_assert(static_cast<int>(MCDMA_##name) == static_cast<int>(Code::cpp) && \
+                    static_cast<int>(Code::cpp) == (value),                      \
+                "mcdma_code MCDMA_" #name " differs from mcdma::Code::" #cpp);
+MCDMA_CODE_LIST(MCDMA_SAME_CODE_)
+#undef MCDMA_SAME_CODE_
+#define MCDMA_SAME_REASON_(name, value, cpp, meaning)                                     \
+  static_assert(static_cast<int>(MCDMA_REASON_##name) == static_cast<int>(Reason::cpp) && \
+                    static_cast<int>(Reason::cpp) == (value),                             \
+                "mcdma_reason MCDMA_REASON_" #name " differs from mcdma::Reason::" #cpp);
+MCDMA_REASON_LIST(MCDMA_SAME_REASON_)
+#undef MCDMA_SAME_REASON_
+static_assert(static_cast<int>(MCDMA_MAX_CODE) == static_cast<int>(kMaxCode));
+static_assert(static_cast<int>(MCDMA_MAX_REASON) == static_cast<int>(kMaxReason));
+
+template <size_t N>
+size_t IndexOf(const std::array<const char*, N>& names, std::string_view name) {
+  for (size_t i = 0; i < N; ++i) {
+    if (name == names[i]) return i;
+  }
+  return N;
+}
+
 }  // namespace
 
 const char* CodeName(Code code) {
   auto i = static_cast<size_t>(code);
-  return i < kNames.size() ? kNames[i] : "UNKNOWN";
+  return i < kCodeNames.size() ? kCodeNames[i] : "UNKNOWN";
 }
 
 Code CodeFromName(std::string_view name) {
-  for (size_t i = 0; i < kNames.size(); ++i) {
-    if (name == kNames[i]) return static_cast<Code>(i);
-  }
-  return Code::kInternal;
+  size_t i = IndexOf(kCodeNames, name);
+  return i < kCodeNames.size() ? static_cast<Code>(i) : Code::kInternal;
+}
+
+const char* ReasonName(Reason reason) {
+  auto i = static_cast<size_t>(reason);
+  return i < kReasonNames.size() ? kReasonNames[i] : "UNKNOWN";
+}
+
+Reason ReasonFromName(std::string_view name) {
+  size_t i = IndexOf(kReasonNames, name);
+  return i < kReasonNames.size() ? static_cast<Reason>(i) : Reason::kNone;
 }
 
 std::string Status::ToString() const {
@@ -31,5 +72,14 @@ std::string Status::ToString() const {
   }
   return s;
 }
+
+namespace internal {
+void ValueOfError(const Status& status) {
+  std::fprintf(stderr, "mcdma: Result::value() called on an error: %s\n",
+               status.ToString().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+}  // namespace internal
 
 }  // namespace mcdma

@@ -29,6 +29,19 @@ def test_code_enum_is_the_extensions_code_list():
 
 
 @pytest.mark.parametrize("code", ERROR_CODES, ids=lambda c: c.name)
+def test_reason_enum_is_the_extensions_reason_list():
+    assert [(r.name, r.value) for r in mcdma.Reason] == _mcdma.reasons()
+    assert _mcdma.reasons()[0] == ("NONE", 0)
+    for name in ("NO_SUCH_SERVICE", "NOT_LINKED"):
+        assert name in mcdma.Reason.__members__
+    assert mcdma.Error("x").reason == mcdma.Reason.NONE
+    err = mcdma.error_from(int(mcdma.Code.NOT_FOUND), "gone", int(mcdma.Reason.NO_SUCH_SERVICE))
+    assert type(err) is mcdma.NotFound and err.reason == mcdma.Reason.NO_SUCH_SERVICE
+    # A reason this build does not know (a newer library's) reads NONE.
+    assert mcdma.error_from(int(mcdma.Code.NOT_FOUND), "m", 60000).reason == mcdma.Reason.NONE
+
+
+@pytest.mark.parametrize("code", ERROR_CODES, ids=lambda c: c.name)
 def test_every_code_has_its_error_class(code):
     cls = getattr(mcdma, class_name(code.name))
     assert issubclass(cls, mcdma.Error) and cls.code == code
@@ -45,6 +58,9 @@ def test_errors_survive_pickling():
     assert type(err) is mcdma.LinkDown and err.message == "peer host-b"
     custom = pickle.loads(pickle.dumps(mcdma.Error("x", code=mcdma.Code.BUSY)))
     assert custom.code == mcdma.Code.BUSY
+    reasoned = pickle.loads(pickle.dumps(
+        mcdma.NotFound("y", reason=mcdma.Reason.NOT_LINKED)))
+    assert (type(reasoned), reasoned.reason) == (mcdma.NotFound, mcdma.Reason.NOT_LINKED)
 
 
 @pytest.mark.parametrize("code", ERROR_CODES, ids=lambda c: c.name)
@@ -95,6 +111,14 @@ def test_stubs_name_every_class_and_function():
         for target in stmt.targets
     }
     assert codes_in_stub == set(mcdma.Code.__members__)
+    reasons_in_stub = {
+        target.id
+        for node in ast.walk(ast.parse((package / "_errors.pyi").read_text()))
+        if isinstance(node, ast.ClassDef) and node.name == "Reason"
+        for stmt in node.body if isinstance(stmt, ast.Assign)
+        for target in stmt.targets
+    }
+    assert reasons_in_stub == set(mcdma.Reason.__members__)
     stub_all = next(ast.literal_eval(node.value)
                     for node in ast.parse((package / "_errors.pyi").read_text()).body
                     if isinstance(node, ast.Assign) and node.targets[0].id == "__all__")

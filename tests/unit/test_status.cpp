@@ -12,7 +12,14 @@
 namespace mcdma {
 namespace {
 
+// The wire numbers in use: appending a code changes these, renumbering must not.
 constexpr uint16_t kCodeCount = 16;
+constexpr uint16_t kReasonCount = 9;
+static_assert(static_cast<uint16_t>(kMaxCode) + 1 == kCodeCount);
+static_assert(static_cast<uint16_t>(kMaxReason) + 1 == kReasonCount);
+static_assert(IsKnownCode(15) && !IsKnownCode(16) && !IsKnownCode(UINT64_MAX));
+static_assert(CodeFromWire(8) == Code::kLinkDown && CodeFromWire(16) == Code::kInternal);
+static_assert(ReasonFromWire(1) == Reason::kNoSuchService && ReasonFromWire(9) == Reason::kNone);
 
 TEST(Status, CodeNamesRoundTrip) {
   std::set<std::string> names;
@@ -67,6 +74,36 @@ TEST(Status, UnknownNameMapsToInternal) {
   EXPECT_EQ(CodeFromName("TIMEOUT "), Code::kInternal);
 }
 
+TEST(Status, ReasonNamesRoundTripAndKeepTheirNumbers) {
+  EXPECT_STREQ(ReasonName(Reason::kNone), "NONE");
+  EXPECT_STREQ(ReasonName(Reason::kNoSuchService), "NO_SUCH_SERVICE");
+  EXPECT_STREQ(ReasonName(Reason::kNotLinked), "NOT_LINKED");
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kNoSuchService), 1);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kNotLinked), 2);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kKeyFileMode), 3);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kKeyFileOwner), 4);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kAccessDenied), 5);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kKeyFileLink), 6);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kPeerIdentity), 7);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kTransportRefused), 8);
+  for (uint16_t i = 0; i < kReasonCount; ++i) {
+    auto r = static_cast<Reason>(i);
+    EXPECT_EQ(ReasonFromName(ReasonName(r)), r);
+  }
+  EXPECT_STREQ(ReasonName(static_cast<Reason>(kReasonCount)), "UNKNOWN");
+  EXPECT_EQ(ReasonFromName("not_linked"), Reason::kNone);
+}
+
+TEST(Status, CarriesAReasonApartFromItsMessage) {
+  Status plain(Code::kNotFound, "no export named 'x'");
+  EXPECT_EQ(plain.reason(), Reason::kNone);
+  Status gone(Code::kNotFound, Reason::kNoSuchService, "anything at all");
+  EXPECT_EQ(gone.code(), Code::kNotFound);
+  EXPECT_EQ(gone.reason(), Reason::kNoSuchService);
+  EXPECT_EQ(gone.ToString(), "NOT_FOUND: anything at all") << "the reason is not in the text";
+  EXPECT_EQ(Status().reason(), Reason::kNone);
+}
+
 TEST(Status, ToStringNamesCodeAndMessage) {
   EXPECT_EQ(Status::Ok().ToString(), "OK");
   EXPECT_TRUE(Status().ok());
@@ -105,6 +142,18 @@ TEST(Status, ResultCarriesValueOrStatusThroughMacros) {
   EXPECT_EQ(odd.status().message(), "odd");
 
   EXPECT_EQ(Quarter(-4).status().code(), Code::kNotFound);
+}
+
+// What the header promises: value() on an error neither throws nor returns
+// garbage; it names the status and aborts.
+TEST(StatusDeathTest, ValueOfAnErrorAbortsNamingTheStatus) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Result<int> odd = Half(3);
+  EXPECT_DEATH((void)odd.value(), "Result::value\\(\\) called on an error: INVALID: odd");
+  EXPECT_DEATH((void)*odd, "INVALID: odd");
+  const Result<std::string> missing = Status(Code::kNotFound, "no such buffer");
+  EXPECT_DEATH((void)missing->size(), "NOT_FOUND: no such buffer");
+  EXPECT_DEATH((void)std::move(odd).value(), "INVALID: odd");
 }
 
 }  // namespace

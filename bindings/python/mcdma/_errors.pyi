@@ -26,12 +26,27 @@ class Code(enum.IntEnum):
     BUSY = 14
     SYSTEM = 15
 
+class Reason(enum.IntEnum):
+    """mcdma reasons (mcdma::Reason in status.hpp); NONE is 0."""
+
+    NONE = 0
+    NO_SUCH_SERVICE = 1
+    NOT_LINKED = 2
+    KEY_FILE_MODE = 3
+    KEY_FILE_OWNER = 4
+    ACCESS_DENIED = 5
+    KEY_FILE_LINK = 6
+    PEER_IDENTITY = 7
+    TRANSPORT_REFUSED = 8
+
 class Error(Exception):
     """Base class of every mcdma error."""
 
     code: Code
+    reason: Reason
     message: str
-    def __init__(self, message: str = "", code: Optional[int] = None) -> None: ...
+    def __init__(self, message: str = "", code: Optional[int] = None,
+                 reason: Optional[int] = None) -> None: ...
 
 class Invalid(Error): ...
 class OutOfRange(Error): ...
@@ -52,6 +67,7 @@ class System(Error): ...
 ERRORS: Dict[int, Type[Error]]
 __all__ = [
     "Code",
+    "Reason",
     "Error",
     "error_from",
     "Invalid",
@@ -71,4 +87,4 @@ __all__ = [
     "System",
 ]
 
-def error_from(code: int, message: str) -> Error: ...
+def error_from(code: int, message: str, reason: int = 0) -> Error: ...

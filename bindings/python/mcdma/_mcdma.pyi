@@ -7,6 +7,9 @@ __version__: str
 def codes() -> List[Tuple[str, int]]:
     """Every mcdma status code as (NAME, value) pairs, in numeric order (OK first)."""
 
+def reasons() -> List[Tuple[str, int]]:
+    """Every mcdma reason as (NAME, value) pairs, in numeric order (NONE first)."""
+
 def _set_error_factory(factory: Any) -> None: ...
 
 CHECKSUM_ALGORITHM: str

@@ -103,10 +103,7 @@ the GIL while it waits. Raises mcdma.Error subclasses.
           "fail",
           [](Core& self, IncomingCall& call, int code, const std::string& message) {
             // A code this build does not know (or OK) is a bug in the caller.
-            Code c = static_cast<Code>(code);
-            if (code <= 0 || code > UINT16_MAX || std::strcmp(CodeName(c), "UNKNOWN") == 0) {
-              c = Code::kInternal;
-            }
+            Code c = code > 0 ? CodeFromWire(static_cast<uint64_t>(code)) : Code::kInternal;
             self.Answer(call, Status(c, message), "");
           },
           arg("call"), arg("code"), arg("message"), "Answers `call` with an error.")

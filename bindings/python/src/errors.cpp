@@ -2,15 +2,14 @@
 #include "errors.hpp"
 
 #include <cmath>
-#include <cstring>
 
 namespace py = pybind11;
 
 namespace mcdma::python {
 namespace {
 
-// The factory mcdma/_errors.py registered: (code: int, message: str) ->
-// Error. A module attribute, not a C++ global, so the interpreter owns it and
+// The factory mcdma/_errors.py registered: (code: int, message: str,
+// reason: int) -> Error. A module attribute, not a C++ global, so the interpreter owns it and
 // tears it down with the module.
 constexpr const char* kFactoryAttr = "_error_factory";
 // The extension module, kept for the translator (borrowed: modules live
@@ -21,13 +20,18 @@ PyObject* g_module = nullptr;
 
 std::vector<std::pair<std::string, int>> Codes() {
   std::vector<std::pair<std::string, int>> codes;
-  // Codes are dense from kOk; CodeName answers "UNKNOWN" past the last one.
-  for (int v = 0; v <= UINT16_MAX; ++v) {
-    const char* name = CodeName(static_cast<Code>(v));
-    if (std::strcmp(name, "UNKNOWN") == 0) break;
-    codes.emplace_back(name, v);
+  for (int v = 0; v <= static_cast<int>(kMaxCode); ++v) {
+    codes.emplace_back(CodeName(static_cast<Code>(v)), v);
   }
   return codes;
+}
+
+std::vector<std::pair<std::string, int>> Reasons() {
+  std::vector<std::pair<std::string, int>> reasons;
+  for (int v = 0; v <= static_cast<int>(kMaxReason); ++v) {
+    reasons.emplace_back(ReasonName(static_cast<Reason>(v)), v);
+  }
+  return reasons;
 }
 
 std::chrono::milliseconds SecondsToMs(std::optional<double> seconds, const char* what) {
@@ -46,7 +50,8 @@ std::chrono::milliseconds SecondsToMs(std::optional<double> seconds, const char*
 py::object MakeError(const Status& st) {
   py::handle module(g_module);
   if (module && py::hasattr(module, kFactoryAttr)) {
-    return module.attr(kFactoryAttr)(static_cast<int>(st.code()), st.message());
+    return module.attr(kFactoryAttr)(static_cast<int>(st.code()), st.message(),
+                                     static_cast<int>(st.reason()));
   }
   return py::reinterpret_steal<py::object>(
       PyObject_CallFunction(PyExc_RuntimeError, "s", st.ToString().c_str()));
@@ -57,10 +62,13 @@ void BindErrors(py::module_& m) {
   m.def("codes", &Codes,
         "Every mcdma status code as (NAME, value) pairs, in numeric order (OK first). "
         "mcdma.Code and the mcdma.Error subclasses are generated from this list.");
+  m.def("reasons", &Reasons,
+        "Every mcdma reason as (NAME, value) pairs, in numeric order (NONE first): what "
+        "mcdma.Error.reason holds.");
   m.def(
       "_set_error_factory",
       [](py::object factory) { py::handle(g_module).attr(kFactoryAttr) = std::move(factory); },
-      "Registers the callable (code, message) -> mcdma.Error used to raise errors.");
+      "Registers the callable (code, message, reason) -> mcdma.Error used to raise errors.");
   // By value: pybind11 takes a plain function pointer of this signature.
   // NOLINTNEXTLINE(performance-unnecessary-value-param)
   py::register_exception_translator([](std::exception_ptr p) {

@@ -48,6 +48,8 @@ T Check(Result<T>&& r) {
 
 // Every Code with its stable name, in numeric order (kOk first).
 std::vector<std::pair<std::string, int>> Codes();
+// Every Reason with its stable name, in numeric order (kNone first).
+std::vector<std::pair<std::string, int>> Reasons();
 
 // Seconds from Python (None: the library's default or "none", per `what`)
 // to milliseconds (None -> 0), rounded up. Raises ValueError naming `what`

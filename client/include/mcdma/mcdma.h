@@ -12,29 +12,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mcdma/codes.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Same numbers as mcdma::Code (status.hpp) and the mailbox protocol. */
+/* Same numbers as mcdma::Code (status.hpp) and the mailbox protocol; both
+ * are made from the one list in mcdma/codes.h. */
 typedef enum mcdma_code {
-  MCDMA_OK = 0,
-  MCDMA_INVALID = 1,
-  MCDMA_OUT_OF_RANGE = 2,
-  MCDMA_NOT_FOUND = 3,
-  MCDMA_PERMISSION_DENIED = 4,
-  MCDMA_ALREADY_EXISTS = 5,
-  MCDMA_NO_MEMORY = 6,
-  MCDMA_TIMEOUT = 7,
-  MCDMA_LINK_DOWN = 8,
-  MCDMA_PEER_GONE = 9,
-  MCDMA_REVOKED = 10,
-  MCDMA_CANCELLED = 11,
-  MCDMA_UNAVAILABLE = 12,
-  MCDMA_INTERNAL = 13,
-  MCDMA_BUSY = 14,
-  MCDMA_SYSTEM = 15
+#define MCDMA_C_CODE_(name, value, cpp, meaning) MCDMA_##name = value,
+  MCDMA_CODE_LIST(MCDMA_C_CODE_)
+#undef MCDMA_C_CODE_
+      MCDMA_MAX_CODE = MCDMA_SYSTEM /* the highest code; every value up to it is named */
 } mcdma_code;
+
+/* What a program decides on when a code alone is not enough (see codes.h). */
+typedef enum mcdma_reason {
+#define MCDMA_C_REASON_(name, value, cpp, meaning) MCDMA_REASON_##name = value,
+  MCDMA_REASON_LIST(MCDMA_C_REASON_)
+#undef MCDMA_C_REASON_
+      MCDMA_MAX_REASON = MCDMA_REASON_TRANSPORT_REFUSED /* the highest reason */
+} mcdma_reason;
 
 typedef struct mcdma_client mcdma_client; /* a session */
 typedef struct mcdma_buffer mcdma_buffer; /* a shared-memory buffer */

@@ -3,59 +3,114 @@
 // Nothing in mcdma throws across a module boundary. A Status is a named code
 // plus a message that says what was wrong (naming the field or call). The
 // numeric values of Code are part of the shared-memory protocol (completion
-// entries carry them) and of the C ABI (mcdma.h): never renumber them.
+// entries carry them) and of the C ABI (mcdma.h): never renumber them. The
+// codes and reasons are listed once, in mcdma/codes.h.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 
+#include "mcdma/codes.h"
+
 namespace mcdma {
 
 enum class Code : uint16_t {
-  kOk = 0,
-  kInvalid = 1,           // malformed request: bad opcode, bad argument
-  kOutOfRange = 2,        // index, offset or length outside its segment
-  kNotFound = 3,          // no such session, buffer, export or service
-  kPermissionDenied = 4,  // bad token, access not granted
-  kAlreadyExists = 5,     // name taken
-  kNoMemory = 6,          // segment, arena or ring space exhausted
-  kTimeout = 7,           // the deadline passed before completion
-  kLinkDown = 8,          // the link carrying the operation went down
-  kPeerGone = 9,          // the serving or owning app/peer went away
-  kRevoked = 10,          // the export was unexported or expired
-  kCancelled = 11,        // the operation was abandoned (session closing)
-  kUnavailable = 12,      // daemon not reachable or draining
-  kInternal = 13,         // a bug or an unexpected system failure
-  kBusy = 14,             // a queue is full; retry later
-  kSystem = 15,           // a system call failed (message names it + errno)
+#define MCDMA_CODE_ENUMERATOR_(name, value, cpp, meaning) cpp = value,
+  MCDMA_CODE_LIST(MCDMA_CODE_ENUMERATOR_)
+#undef MCDMA_CODE_ENUMERATOR_
 };
+
+// Refines a Code where a program must decide what to do next (retry a
+// lookup, try another route); kNone otherwise. Decisions read the reason,
+// never the message text. Values are in the mailbox protocol, the link wire
+// and gRPC status details: append only.
+enum class Reason : uint16_t {
+#define MCDMA_REASON_ENUMERATOR_(name, value, cpp, meaning) cpp = value,
+  MCDMA_REASON_LIST(MCDMA_REASON_ENUMERATOR_)
+#undef MCDMA_REASON_ENUMERATOR_
+};
+
+namespace internal {
+#define MCDMA_COUNT_ONE_(name, value, cpp, meaning) +1
+inline constexpr uint16_t kCodeCount = 0 MCDMA_CODE_LIST(MCDMA_COUNT_ONE_);
+inline constexpr uint16_t kReasonCount = 0 MCDMA_REASON_LIST(MCDMA_COUNT_ONE_);
+#undef MCDMA_COUNT_ONE_
+// True when the list's values are 0, 1, 2, ... in order.
+constexpr bool Dense(std::initializer_list<uint16_t> values) {
+  uint16_t expected = 0;
+  for (uint16_t v : values) {
+    if (v != expected++) return false;
+  }
+  return true;
+}
+#define MCDMA_VALUE_OF_(name, value, cpp, meaning) value,
+static_assert(Dense({MCDMA_CODE_LIST(MCDMA_VALUE_OF_)}), "codes must be dense from 0, in order");
+static_assert(Dense({MCDMA_REASON_LIST(MCDMA_VALUE_OF_)}),
+              "reasons must be dense from 0, in order");
+#undef MCDMA_VALUE_OF_
+}  // namespace internal
+
+// The highest code and reason: every value from 0 to these is named.
+inline constexpr Code kMaxCode = static_cast<Code>(internal::kCodeCount - 1);
+inline constexpr Reason kMaxReason = static_cast<Reason>(internal::kReasonCount - 1);
+
+// Whether a number read from outside (shared memory, a peer, a C caller)
+// is a code / reason this build knows.
+constexpr bool IsKnownCode(uint64_t raw) { return raw <= static_cast<uint16_t>(kMaxCode); }
+constexpr bool IsKnownReason(uint64_t raw) { return raw <= static_cast<uint16_t>(kMaxReason); }
+// `raw` as a Code, kInternal when unknown (a number from an untrusted side).
+constexpr Code CodeFromWire(uint64_t raw) {
+  return IsKnownCode(raw) ? static_cast<Code>(raw) : Code::kInternal;
+}
+// `raw` as a Reason, kNone when unknown (a newer peer's reason).
+constexpr Reason ReasonFromWire(uint64_t raw) {
+  return IsKnownReason(raw) ? static_cast<Reason>(raw) : Reason::kNone;
+}
 
 // Stable upper-case name, e.g. "OUT_OF_RANGE"; "UNKNOWN" for other values.
 const char* CodeName(Code code);
 // Inverse of CodeName; kInternal for unknown names.
 Code CodeFromName(std::string_view name);
+// "NO_SUCH_SERVICE", ...; "UNKNOWN" for other values.
+const char* ReasonName(Reason reason);
+// Inverse of ReasonName; kNone for unknown names.
+Reason ReasonFromName(std::string_view name);
 
 class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Code code, Reason reason, std::string message)
+      : code_(code), reason_(reason), message_(std::move(message)) {}
   static Status Ok() { return Status(); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
+  // What a program decides on (the message is for people).
+  Reason reason() const { return reason_; }
   const std::string& message() const { return message_; }
   // "TIMEOUT: call to 'echo' ..." or "OK".
   std::string ToString() const;
 
  private:
   Code code_ = Code::kOk;
+  Reason reason_ = Reason::kNone;
   std::string message_;
 };
 
-// A value or the Status explaining why there is none.
+namespace internal {
+// Result::value() (or * / ->) on an error: a bug in the caller. Prints the
+// status to stderr and aborts; it does not throw.
+[[noreturn]] void ValueOfError(const Status& status);
+}  // namespace internal
+
+// A value or the Status explaining why there is none. Check ok() before
+// value(): value(), operator* and operator-> on an error print the status
+// and abort the process (nothing in mcdma throws).
 template <typename T>
 class [[nodiscard]] Result {
  public:
@@ -67,14 +122,23 @@ class [[nodiscard]] Result {
     static const Status kOkStatus;
     return ok() ? kOkStatus : std::get<1>(v_);
   }
-  T& value() & { return std::get<0>(v_); }
-  const T& value() const& { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  T* operator->() { return &std::get<0>(v_); }
-  const T* operator->() const { return &std::get<0>(v_); }
-  T& operator*() & { return std::get<0>(v_); }
+  T& value() & { return Get(); }
+  const T& value() const& { return Get(); }
+  T&& value() && { return std::move(Get()); }
+  T* operator->() { return &Get(); }
+  const T* operator->() const { return &Get(); }
+  T& operator*() & { return Get(); }
 
  private:
+  T& Get() {
+    if (!ok()) internal::ValueOfError(std::get<1>(v_));
+    return *std::get_if<0>(&v_);
+  }
+  const T& Get() const {
+    if (!ok()) internal::ValueOfError(std::get<1>(v_));
+    return *std::get_if<0>(&v_);
+  }
+
   std::variant<T, Status> v_;
 };
 

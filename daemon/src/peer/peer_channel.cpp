@@ -1,7 +1,7 @@
 #include "peer/peer_channel.hpp"
 
-#include "mcdma_internal/coded_status.hpp"
 #include "mcdma_internal/peer_auth.hpp"
+#include "rpc/rpc_status.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -14,10 +14,10 @@ std::chrono::system_clock::time_point Deadline(std::chrono::milliseconds timeout
 
 Status FromPeerGrpc(const grpc::Status& s, const std::string& peer) {
   if (s.ok()) return Status::Ok();
-  const std::string& m = s.error_message();
-  if (auto coded = StatusFromCodedMessage(m)) {
-    return Status(coded->code(), "peer '" + peer + "': " + coded->message());
+  if (auto carried = rpc::StatusFromGrpc(s)) {
+    return Status(carried->code(), carried->reason(), "peer '" + peer + "': " + carried->message());
   }
+  const std::string& m = s.error_message();
   switch (s.error_code()) {
     case grpc::StatusCode::UNAUTHENTICATED:
       return Status(Code::kPermissionDenied, "peer '" + peer + "' refused us: " + m);

@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""Structural rules of the tree, checked on every run (ctest Structure.*).
+
+What it checks
+    decisions   No client, daemon or binding code decides anything by an
+                error's message text: no .find/.rfind/.starts_with/.compare/
+                == / != on message() or error_message() in C++, no
+                .find/.startswith/== / in on an error's .message or str(err)
+                in Python. Decisions read Status::code() and
+                Status::reason() (client/include/mcdma/codes.h); the text is
+                for people. Test files are not scanned (a test may check the
+                text a person reads).
+    engine      No engine header (daemon/src/engine*.hpp and everything
+                under daemon/src/engine/) includes protobuf or gRPC: the
+                engine's snapshots are plain structs and the gRPC services
+                convert them.
+    main        daemon/src/main.cpp has at most MAIN_MAX_LINES lines: start-up
+                lives in the Daemon object and the options table.
+    paths       No tracked text file names a place outside the repository
+                (a sibling checkout, a machine's home or work directory).
+
+How
+    Comments and string literals of C and C++ files are blanked first
+    (line numbers kept), so prose may mention what code may not do. Each
+    hit is printed as file:line: rule: text; exit 1 on any hit.
+    --self-test runs the checks on a small temporary tree with known
+    violations and fails unless exactly those are reported.
+
+Run with Debian's /usr/bin/python3; standard library only.
+"""
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+CPP_EXTENSIONS = (".cpp", ".hpp", ".h", ".cc", ".c")
+DECISION_FOLDERS = ("client", "daemon", "bindings")
+MAIN_MAX_LINES = 60
+
+CPP_MESSAGE_DECISION = re.compile(
+    r"\b(?:error_message|message|msg|what)(?:\(\))?\s*\.\s*(?:find|rfind|starts_with|"
+    r"ends_with|compare|find_first_of)\s*\("
+    r"|\b(?:error_)?message\(\)\s*[=!]="
+    r"|\b(?:error_)?message\s*[=!]=\s*\""
+    r"|(?:==|!=)\s*\w+(?:\.|->)(?:error_)?message\(\)"
+    r"|\b(?:Contains|StartsWith|Has)\(\s*(?:\w+(?:\.|->))?(?:e|err|error|msg|message|"
+    r"last_error|error_message)(?:\(\))?\s*,"
+    r"|\bStatusFromCodedMessage\b")
+PY_MESSAGE_DECISION = re.compile(
+    r"\.message\s*(?:\.\s*(?:find|startswith|endswith)\s*\(|[=!]=)"
+    r"|\bin\s+(?:\w+\.message|str\(\s*\w+\s*\))"
+    r"|\bstr\(\s*(?:e|err|exc|error)\s*\)\s*(?:\.\s*(?:find|startswith)\s*\(|[=!]=)")
+PROTOBUF_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?:[^">]*\.pb\.h|google/protobuf/|grpcpp/)')
+OUTSIDE_PATH = re.compile(r"\.\./shared\b|(?<![\w.])/work/|(?<![\w.])/home/\w|(?<![\w.])/root/\w")
+
+
+def strip_cpp(text):
+    """Comments and string/char literals blanked, newlines and #include names kept."""
+    out, i, n = [], 0, len(text)
+
+    def blank(segment):
+        out.append(re.sub(r"[^\n]", " ", segment))
+
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            blank(text[i:j])
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            blank(text[i:j])
+            i = j
+        elif c in "\"'":
+            line = text[text.rfind("\n", 0, i) + 1:i]
+            if c == "'" and re.search(r"[0-9A-Za-z_]$", line):  # 1'000 or u8'x'
+                out.append(c)
+                i += 1
+                continue
+            j = i + 1
+            while j < n and text[j] not in c + "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            if re.match(r"^\s*#\s*include\s*$", line):
+                out.append(text[i:j])
+            else:
+                out.append(c + re.sub(r"[^\n]", " ", text[i + 1:j - 1]) + c)
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def strip_python(text):
+    """Comments and docstring lines blanked (line numbers kept); strings stay."""
+    lines, in_doc = [], False
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if in_doc:
+            in_doc = not (stripped.endswith('"""') or stripped.endswith("'''"))
+            lines.append("")
+        elif stripped.startswith(('"""', "'''")):
+            quote = stripped[:3]
+            in_doc = not (len(stripped) > 3 and stripped.endswith(quote))
+            lines.append("")
+        else:
+            lines.append(re.sub(r"#.*$", "", line))
+    return "\n".join(lines)
+
+
+def is_test_file(rel):
+    name = rel.name
+    return (name.startswith("test_") or "_test." in name or name.endswith("_test_support.hpp")
+            or name == "conftest.py")
+
+
+def tracked_files(root):
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
+                             capture_output=True, text=True, check=True).stdout
+        return [Path(p) for p in out.splitlines() if (root / p).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        return [p.relative_to(root) for p in root.rglob("*")
+                if p.is_file() and ".git" not in p.parts and "build" not in p.parts[:1]]
+
+
+def check(root):
+    hits = []
+    files = tracked_files(root)
+    for rel in files:
+        path = root / rel
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue
+        top = rel.parts[0] if rel.parts else ""
+        # decisions
+        if top in DECISION_FOLDERS and not is_test_file(rel):
+            if rel.suffix in CPP_EXTENSIONS:
+                for number, line in enumerate(strip_cpp(text).split("\n"), 1):
+                    if CPP_MESSAGE_DECISION.search(line):
+                        hits.append((rel, number, "decisions", line.strip()))
+            elif rel.suffix == ".py":
+                for number, line in enumerate(strip_python(text).split("\n"), 1):
+                    if PY_MESSAGE_DECISION.search(line):
+                        hits.append((rel, number, "decisions", line.strip()))
+        # engine
+        parts = rel.parts
+        is_engine_header = (rel.suffix == ".hpp" and parts[:2] == ("daemon", "src") and
+                            (rel.name.startswith("engine") or "engine" in parts[2:-1]))
+        if is_engine_header:
+            for number, line in enumerate(text.split("\n"), 1):
+                if PROTOBUF_INCLUDE.search(line):
+                    hits.append((rel, number, "engine", line.strip()))
+        # main
+        if rel == Path("daemon/src/main.cpp"):
+            count = text.count("\n")
+            if count > MAIN_MAX_LINES:
+                hits.append((rel, count, "main", f"{count} lines, at most {MAIN_MAX_LINES}"))
+        # paths
+        if rel.name != Path(__file__).name:
+            for number, line in enumerate(text.split("\n"), 1):
+                if OUTSIDE_PATH.search(line):
+                    hits.append((rel, number, "paths", line.strip()))
+    return hits, len(files)
+
+
+RULES = ("decisions", "engine", "main", "paths")
+
+
+def report(root, rule=None):
+    hits, scanned = check(root)
+    if rule:
+        hits = [h for h in hits if h[2] == rule]
+    for rel, number, rule_name, line in hits:
+        print(f"{rel}:{number}: {rule_name}: {line}")
+    print(f"{len(hits)} violations of {rule or ', '.join(RULES)}, {scanned} files checked")
+    return 1 if hits else 0
+
+
+SELF_TEST_TREE = {
+    "client/src/a.cpp": (
+        "// message().find(\"x\") in a comment is fine\n"
+        "bool A(const Status& s) { return s.message().rfind(\"no service\", 0) == 0; }\n"
+        "bool B(const Status& s) { return s.reason() == Reason::kNotLinked; }\n"
+        "auto t = \"message().find(\";\n"
+        "bool C(const grpc::Status& g) { return g.error_message() == \"x\"; }\n"
+        "void D(std::string message) { if (message.rfind(\"no service\", 0) == 0) F(); }\n"
+        "bool E(const Link& l) { return Contains(l.last_error(), \"says it is\"); }\n"),
+    "client/src/a_test.cpp": "bool T(const Status& s) { return s.message().find(\"x\") == 0; }\n",
+    "daemon/src/engine_x.hpp": "#include <string>\n#include \"mcdma/v1/admin.pb.h\"\n",
+    "daemon/src/engine/calls.hpp": "#include <grpcpp/grpcpp.h>\n",
+    "daemon/src/control.hpp": "#include \"mcdma/v1/admin.pb.h\"\n",
+    "daemon/src/main.cpp": "int x;\n" * (MAIN_MAX_LINES + 1),
+    "bindings/python/m.py": (
+        "# if 'gone' in err.message: a comment\n"
+        "def f(err):\n"
+        "    if \"is not linked\" in err.message:\n"
+        "        return 1\n"
+        "    return err.reason\n"),
+    "docs/a.md": "see ../shared/notes for more\nthe socket is /run/mcdma/rpcd.sock\n",
+}
+SELF_TEST_EXPECTED = [
+    ("bindings/python/m.py", 3, "decisions"),
+    ("client/src/a.cpp", 2, "decisions"),
+    ("client/src/a.cpp", 5, "decisions"),
+    ("client/src/a.cpp", 6, "decisions"),
+    ("client/src/a.cpp", 7, "decisions"),
+    ("daemon/src/engine/calls.hpp", 1, "engine"),
+    ("daemon/src/engine_x.hpp", 2, "engine"),
+    ("daemon/src/main.cpp", MAIN_MAX_LINES + 1, "main"),
+    ("docs/a.md", 1, "paths"),
+]
+
+
+def self_test():
+    with tempfile.TemporaryDirectory(prefix="check_structure.") as tmp:
+        root = Path(tmp)
+        for rel, text in SELF_TEST_TREE.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        hits, _ = check(root)
+        got = sorted((str(rel), number, rule) for rel, number, rule, _ in hits)
+        if got != sorted(SELF_TEST_EXPECTED):
+            print("FAIL: check() reported:\n  " + "\n  ".join(map(str, got)) +
+                  "\nexpected:\n  " + "\n  ".join(map(str, sorted(SELF_TEST_EXPECTED))))
+            return 1
+    print(f"OK: self-test: {len(SELF_TEST_EXPECTED)} violations found; comments, strings, "
+          "test files and non-engine headers ignored")
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--root", type=Path, default=SOURCE_ROOT)
+    parser.add_argument("--rule", choices=RULES, help="check one rule only (default: all)")
+    parser.add_argument("--self-test", action="store_true")
+    args = parser.parse_args()
+    return self_test() if args.self_test else report(args.root.resolve(), args.rule)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
