@@ -16,7 +16,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -36,9 +39,10 @@ struct Link {
 
 // What a transport may lack; a test that needs it is skipped with the reason.
 enum class Feature : uint8_t {
-  kForcedCaps,         // MakeDevice honours forced limits
-  kOffsetAddresses,    // MemoryRegion::RemoteAddr(offset) == offset
-  kRemoteErrorKeepsUp  // a refused remote access leaves the connection up
+  kForcedCaps,          // MakeDevice honours forced limits
+  kOffsetAddresses,     // MemoryRegion::RemoteAddr(offset) == offset
+  kRemoteErrorKeepsUp,  // a refused remote access leaves the connection up
+  kSelfConnectRefused   // Connect with the endpoint's own info is kInvalid
 };
 
 // How the suite reaches one transport. Owned by the instantiation; used on
@@ -58,6 +62,10 @@ class TransportFactory {
   virtual bool OneDevice() const = 0;
   // Connects an endpoint of `a` with one of `b`; a null side on failure.
   virtual Link Connect(Device& a, Device& b) = 0;
+  // True when a connection makes progress only while its peer is polled
+  // too (verbs: credits and messages move in Poll). The suite's waits then
+  // poll the peer as well, keeping its completions for its own waits.
+  virtual bool PollsPeerToProgress() const { return false; }
   // Empty when the transport has `feature`; otherwise why it does not.
   virtual std::string Lacks(Feature feature) const {
     (void)feature;
@@ -107,12 +115,30 @@ class TransportConformance : public ::testing::TestWithParam<FactoryPtr> {
   // A rig whose devices have `caps` forced (null: defaults).
   Rig NewRig(const Caps* caps) const;
 
+  // The waits above, for the rig's connections: they also poll the peer
+  // when the transport needs that (PollsPeerToProgress), so a test reads
+  // the same whichever transport it runs on.
+  std::vector<WorkCompletion> WaitFor(Connection& c, size_t n,
+                                      std::chrono::steady_clock::duration limit = kWait);
+  WorkCompletion WaitOne(Connection& c);
+  void ExpectQuiet(Connection& c,
+                   std::chrono::milliseconds how_long = std::chrono::milliseconds(100));
+
   Device& a_dev() { return *rig_.a_dev; }
   Device& b_dev() { return rig_.b(); }
   Connection& a() { return *rig_.link.a; }
   Connection& b() { return *rig_.link.b; }
 
   Rig rig_;
+
+ private:
+  // The rig connection to poll along with `c`, or null when none need be.
+  Connection* PeerToPoll(const Connection& c) const;
+  // Polls `peer` once, keeping what it reaped; returns how many.
+  size_t PollPeer(Connection& peer);
+
+  // Completions reaped from a connection while waiting on its peer.
+  std::map<const Connection*, std::deque<WorkCompletion>> kept_;
 };
 
 // Skips the test, naming why, when the transport lacks `feature`.
@@ -121,6 +147,9 @@ class TransportConformance : public ::testing::TestWithParam<FactoryPtr> {
     std::string lacks = factory().Lacks(feature);                          \
     if (!lacks.empty()) GTEST_SKIP() << factory().Name() << ": " << lacks; \
   } while (0)
+
+// How GoogleTest prints a parameter: the transport's name.
+inline void PrintTo(const FactoryPtr& factory, std::ostream* os) { *os << factory->Name(); }
 
 // The name INSTANTIATE_TEST_SUITE_P gives each instantiation.
 std::string FactoryName(const ::testing::TestParamInfo<FactoryPtr>& info);
