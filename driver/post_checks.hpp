@@ -34,17 +34,10 @@ inline std::string PostMessage(const char* op, const std::string& what) {
 
 // The name of the Post* call that posts `kind`.
 constexpr const char* PostOpName(WorkOp kind) {
-  switch (kind) {
-    case WorkOp::kSend:
-      return "PostSend";
-    case WorkOp::kRecv:
-      return "PostRecv";
-    case WorkOp::kWrite:
-      return "PostWrite";
-    case WorkOp::kRead:
-      return "PostRead";
-  }
-  return "Post";
+  constexpr const char* kNames[] = {"PostSend", "PostRecv", "PostWrite", "PostRead"};
+  static_assert(static_cast<int>(WorkOp::kSend) == 0 && static_cast<int>(WorkOp::kRecv) == 1 &&
+                static_cast<int>(WorkOp::kWrite) == 2 && static_cast<int>(WorkOp::kRead) == 3);
+  return kNames[static_cast<size_t>(kind)];
 }
 
 // [offset, offset + length) lies within [0, size), without overflow.

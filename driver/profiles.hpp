@@ -23,16 +23,17 @@ inline constexpr uint64_t kGiB = 1ULL << 30;
 inline constexpr uint64_t kTiB = 1ULL << 40;
 
 // The numbers of a Caps, without its strings, so they can be constexpr.
+// Every row names every field (see the Caps fields for their meaning).
 struct Limits {
   std::string_view profile;
-  bool one_sided = false;
-  uint32_t max_outstanding = 0;
-  uint32_t max_outstanding_reads = 0;
-  uint64_t max_read_bytes = 0;
-  uint64_t max_transfer_bytes = 0;
-  uint64_t max_registration_bytes = 0;
-  uint32_t max_registrations = 0;  // 0 = no limit (verbs: the device's)
-  uint32_t max_inline_bytes = 0;
+  bool one_sided;
+  uint32_t max_outstanding;
+  uint32_t max_outstanding_reads;
+  uint64_t max_read_bytes;
+  uint64_t max_transfer_bytes;
+  uint64_t max_registration_bytes;
+  uint32_t max_registrations;  // 0 = no limit (verbs: the device's)
+  uint32_t max_inline_bytes;
 };
 
 // `limits` as the Caps a transport named `name` reports.

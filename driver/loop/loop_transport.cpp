@@ -124,9 +124,8 @@ class LoopDevice final : public Device {
 
 Result<std::unique_ptr<MemoryRegion>> LoopDevice::Register(std::byte* addr, uint64_t length,
                                                            uint32_t access) {
-  const Caps& caps = state_->caps;
-  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps));
-  MCDMA_RETURN_IF_ERROR(CheckRegistrationRoom(state_->regions.size(), caps.max_registrations));
+  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps()));
+  MCDMA_RETURN_IF_ERROR(CheckRegistrationRoom(state_->regions.size(), caps().max_registrations));
   return std::unique_ptr<MemoryRegion>(std::make_unique<LoopRegion>(state_, addr, length, access));
 }
 

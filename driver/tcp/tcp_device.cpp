@@ -162,8 +162,7 @@ class TcpDeviceImpl final : public TcpDevice {
 
 Result<std::unique_ptr<MemoryRegion>> TcpDeviceImpl::Register(std::byte* addr, uint64_t length,
                                                               uint32_t access) {
-  const Caps& caps = core_->caps;
-  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps));
+  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps()));
   auto region = std::make_unique<TcpRegion>(core_);
   MCDMA_RETURN_IF_ERROR(region->Add(addr, length, access));
   return std::unique_ptr<MemoryRegion>(std::move(region));

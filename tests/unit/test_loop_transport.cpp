@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "driver/loop/loop_transport.hpp"
+#include "driver/profiles.hpp"
 #include "driver/transport.hpp"
 #include "tests/unit/transport_conformance.hpp"
 
@@ -63,19 +64,7 @@ WorkCompletion PollOne(Connection& c) {
   return wcs.front();
 }
 
-class LoopTransport : public ::testing::Test {
- protected:
-  void SetUp() override {
-    device_ = MakeDevice();
-    ASSERT_NE(device_, nullptr);
-    link_ = Connect(*device_);
-    ASSERT_NE(link_.a, nullptr);
-    ASSERT_NE(link_.b, nullptr);
-  }
-
-  std::unique_ptr<Device> device_;
-  Link link_;
-};
+using LoopTransport = conformance::LinkedRig<LoopFactory>;
 
 TEST(LoopCaps, DefaultsDescribeAPermissiveOneSidedLoop) {
   auto device = MakeDevice();
@@ -190,11 +179,12 @@ TEST_F(LoopTransport, RegionDestroyedWhileQueuedIsNotTouched) {
   // than write freed memory; so does loop.
   std::vector<uint8_t> local(32, 0);
   std::vector<uint8_t> remote = Pattern(32, 2);
-  auto local_region = Register(*device_, local, kAccessLocal);
-  auto remote_region = Register(*device_, remote, kAccessRemoteRead);
-  ASSERT_TRUE(link_.a->PostRead(1, {local_region.get(), 0, 32}, {0, remote_region->rkey()}).ok());
+  auto local_region = Register(*rig_.a_dev, local, kAccessLocal);
+  auto remote_region = Register(*rig_.a_dev, remote, kAccessRemoteRead);
+  ASSERT_TRUE(
+      rig_.link.a->PostRead(1, {local_region.get(), 0, 32}, {0, remote_region->rkey()}).ok());
   local_region.reset();
-  WorkCompletion wc = PollOne(*link_.a);
+  WorkCompletion wc = PollOne(*rig_.link.a);
   EXPECT_EQ(wc.code, Code::kPermissionDenied);
   EXPECT_EQ(local, std::vector<uint8_t>(32, 0));
 }
@@ -202,16 +192,7 @@ TEST_F(LoopTransport, RegionDestroyedWhileQueuedIsNotTouched) {
 TEST(LoopLimits, ForcedStricterCapsAreEnforced) {
   // apple-tb5 as its profile describes it: SEND/RECV only, 0xfa0000-byte
   // registrations, at most 100 of them.
-  Caps tb5{.name = "verbs",
-           .profile = "apple-tb5",
-           .one_sided = false,
-           .max_outstanding = 4095,
-           .max_outstanding_reads = 0,
-           .max_read_bytes = 0,
-           .max_transfer_bytes = 0xfa0000,
-           .max_registration_bytes = 0xfa0000,
-           .max_registrations = 100,
-           .max_inline_bytes = 0};
+  Caps tb5 = ToCaps(*FindVerbsProfile("apple-tb5"), "verbs");
   auto device = MakeDevice(&tb5);
   ASSERT_NE(device, nullptr);
   EXPECT_EQ(device->caps().name, "loop") << "the transport is reported, not the forced name";
@@ -288,14 +269,14 @@ TEST(LoopTeardown, DestroyedPeerFailsWaitingAndLaterSendsWithLinkDown) {
 
 TEST_F(LoopTransport, PollReapsAtMostTheSpanSize) {
   std::vector<uint8_t> buf(64);
-  auto region = Register(*device_, buf, kAccessRemoteWrite);
+  auto region = Register(*rig_.a_dev, buf, kAccessRemoteWrite);
   for (uint64_t i = 0; i < 5; ++i) {
-    ASSERT_TRUE(link_.a->PostWrite(i, {region.get(), 0, 8}, {32, region->rkey()}).ok());
+    ASSERT_TRUE(rig_.link.a->PostWrite(i, {region.get(), 0, 8}, {32, region->rkey()}).ok());
   }
   std::array<WorkCompletion, 2> out;
   std::vector<uint64_t> ids;
   for (size_t expect : {2u, 2u, 1u, 0u}) {
-    size_t n = link_.a->Poll(out);
+    size_t n = rig_.link.a->Poll(out);
     ASSERT_EQ(n, expect);
     for (size_t i = 0; i < n; ++i) ids.push_back(out[i].wr_id);
   }

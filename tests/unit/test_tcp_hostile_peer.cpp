@@ -26,15 +26,8 @@
 namespace mcdma::driver::tcp {
 namespace {
 
-using conformance::Bytes;
-using conformance::kWait;
-using conformance::Link;
-using conformance::Register;
-using conformance::WaitOne;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-Link Connect(Device& a, Device& b) { return conformance::ConnectTogether(a, b); }
 
 // A raw socket that completes the handshake with one endpoint of `device`,
 // then speaks whatever the test wants.
@@ -98,7 +91,7 @@ TEST(TcpHostilePeer, MalformedFrameTakesConnectionDownNotProcess) {
   auto device = MakeDevice();
   ASSERT_NE(device, nullptr);
   std::vector<uint8_t> buf(4096, 0);
-  auto region = Register(*device, buf, kAccessRemoteRead | kAccessRemoteWrite);
+  auto region = conformance::Register(*device, buf, kAccessRemoteRead | kAccessRemoteWrite);
 
   std::map<std::string, std::vector<std::byte>> cases;
   cases["garbage"] = std::vector<std::byte>(100, std::byte{0xab});
@@ -135,7 +128,7 @@ TEST(TcpHostilePeer, MalformedFrameTakesConnectionDownNotProcess) {
     write.insert(write.end(), bytes.begin(), bytes.end());
     ASSERT_EQ(platform::SendNoSignal(peer->fd, write.data(), write.size(), 0),
               ssize_t(write.size()));
-    WorkCompletion wc = WaitOne(*peer->conn);
+    WorkCompletion wc = conformance::WaitOne(*peer->conn);
     EXPECT_EQ(wc.wr_id, 1u);
     EXPECT_EQ(wc.code, Code::kLinkDown);
     EXPECT_NE(wc.detail.find("protocol violation"), std::string::npos) << wc.detail;
@@ -146,14 +139,14 @@ TEST(TcpHostilePeer, MalformedFrameTakesConnectionDownNotProcess) {
   }
   // The device still serves new connections.
   auto other = MakeDevice();
-  Link link = Connect(*device, *other);
+  conformance::Link link = conformance::ConnectTogether(*device, *other);
   ASSERT_NE(link.a, nullptr);
 }
 
 TEST(TcpHostilePeer, WriteOfUnknownRkeyIsDrainedAndRefused) {
   auto device = MakeDevice();
   std::vector<uint8_t> buf(64, 0);
-  auto region = Register(*device, buf, kAccessRemoteWrite);
+  auto region = conformance::Register(*device, buf, kAccessRemoteWrite);
   auto peer = HandshakeRaw(*device);
   ASSERT_NE(peer, nullptr);
   // 1 MiB for a key that does not exist, then one that does: the payload is
@@ -183,7 +176,8 @@ TEST(TcpHostilePeer, RandomFramesNeverCrashOrWriteOutsideRegions) {
   // rkey; the region sits between guard bytes that must never change.
   auto device = MakeDevice();
   std::vector<uint8_t> buf(size_t{3} * 4096, 0xcc);
-  auto region = device->Register(Bytes(buf) + 4096, 4096, kAccessRemoteRead | kAccessRemoteWrite);
+  auto region = device->Register(conformance::Bytes(buf) + 4096, 4096,
+                                 kAccessRemoteRead | kAccessRemoteWrite);
   ASSERT_TRUE(region.ok());
   std::mt19937 rng(12345);
   auto pick = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
@@ -205,7 +199,7 @@ TEST(TcpHostilePeer, RandomFramesNeverCrashOrWriteOutsideRegions) {
     }
     (void)platform::SendNoSignal(peer->fd, stream.data(), stream.size(), 0);
     close(std::exchange(peer->fd, -1));
-    auto deadline = steady_clock::now() + kWait;
+    auto deadline = steady_clock::now() + conformance::kWait;
     while (peer->conn->PostRecv(round, {region->get(), 0, 8}).code() != Code::kLinkDown &&
            steady_clock::now() < deadline) {
       std::this_thread::sleep_for(milliseconds(1));

@@ -62,22 +62,7 @@ INSTANTIATE_TEST_SUITE_P(Tcp, TransportConformance,
 
 Link Connect(Device& a, Device& b) { return conformance::ConnectTogether(a, b); }
 
-class TcpTransport : public ::testing::Test {
- protected:
-  void SetUp() override {
-    a_dev_ = MakeDevice();
-    b_dev_ = MakeDevice();
-    ASSERT_NE(a_dev_, nullptr);
-    ASSERT_NE(b_dev_, nullptr);
-    link_ = Connect(*a_dev_, *b_dev_);
-    ASSERT_NE(link_.a, nullptr);
-    ASSERT_NE(link_.b, nullptr);
-  }
-
-  std::unique_ptr<Device> a_dev_;
-  std::unique_ptr<Device> b_dev_;
-  Link link_;
-};
+using TcpTransport = conformance::LinkedRig<TcpFactory>;
 
 TEST(TcpCaps, DefaultsDescribeTheTcpTransport) {
   auto device = MakeDevice();
@@ -216,14 +201,14 @@ TEST_F(TcpTransport, RegionDestroyedWhileQueuedIsNotTouched) {
   // source is gone when it is issued.
   std::vector<uint8_t> src = Pattern(32, 2);
   std::vector<uint8_t> inbox(32, 0);
-  auto src_region = Register(*a_dev_, src, kAccessLocal);
-  auto inbox_region = Register(*b_dev_, inbox, kAccessLocal);
-  ASSERT_TRUE(link_.a->PostSend(1, {src_region.get(), 0, 32}).ok());
-  ExpectQuiet(*link_.a, milliseconds(20));
+  auto src_region = Register(*rig_.a_dev, src, kAccessLocal);
+  auto inbox_region = Register(*rig_.b_dev, inbox, kAccessLocal);
+  ASSERT_TRUE(rig_.link.a->PostSend(1, {src_region.get(), 0, 32}).ok());
+  ExpectQuiet(*rig_.link.a, milliseconds(20));
   src_region.reset();
-  ASSERT_TRUE(link_.b->PostRecv(2, {inbox_region.get(), 0, 32}).ok());
-  EXPECT_EQ(WaitOne(*link_.a).code, Code::kPermissionDenied);
-  EXPECT_EQ(WaitOne(*link_.b).code, Code::kPermissionDenied);
+  ASSERT_TRUE(rig_.link.b->PostRecv(2, {inbox_region.get(), 0, 32}).ok());
+  EXPECT_EQ(WaitOne(*rig_.link.a).code, Code::kPermissionDenied);
+  EXPECT_EQ(WaitOne(*rig_.link.b).code, Code::kPermissionDenied);
   EXPECT_EQ(inbox, std::vector<uint8_t>(32, 0));
 }
 
@@ -233,63 +218,63 @@ TEST_F(TcpTransport, CompletionsArriveInPostOrder) {
   std::vector<uint8_t> buf = Pattern(4 * kMiB, 3);
   std::vector<uint8_t> remote(4 * kMiB, 0);
   std::vector<uint8_t> inbox(64, 0);
-  auto region = Register(*a_dev_, buf, kAccessLocal);
-  auto remote_region = Register(*b_dev_, remote, kAccessRemoteWrite);
-  auto inbox_region = Register(*b_dev_, inbox, kAccessLocal);
-  ASSERT_TRUE(link_.b->PostRecv(100, {inbox_region.get(), 0, 64}).ok());
+  auto region = Register(*rig_.a_dev, buf, kAccessLocal);
+  auto remote_region = Register(*rig_.b_dev, remote, kAccessRemoteWrite);
+  auto inbox_region = Register(*rig_.b_dev, inbox, kAccessLocal);
+  ASSERT_TRUE(rig_.link.b->PostRecv(100, {inbox_region.get(), 0, 64}).ok());
   std::this_thread::sleep_for(milliseconds(20));  // the credit reaches A
   constexpr uint64_t kPiece = kMiB / 2;
   for (uint64_t i = 0; i < 8; ++i) {
     ASSERT_TRUE(
-        link_.a
+        rig_.link.a
             ->PostWrite(i, {region.get(), i * kPiece, kPiece}, {i * kPiece, remote_region->rkey()})
             .ok());
   }
-  ASSERT_TRUE(link_.a->PostSend(8, {region.get(), 0, 64}).ok());
-  auto wcs = WaitFor(*link_.a, 9);
+  ASSERT_TRUE(rig_.link.a->PostSend(8, {region.get(), 0, 64}).ok());
+  auto wcs = WaitFor(*rig_.link.a, 9);
   ASSERT_EQ(wcs.size(), 9u);
   for (uint64_t i = 0; i < 9; ++i) {
     EXPECT_EQ(wcs[i].wr_id, i);
     EXPECT_EQ(wcs[i].code, Code::kOk) << wcs[i].detail;
   }
   EXPECT_EQ(remote, buf);
-  EXPECT_EQ(WaitOne(*link_.b).code, Code::kOk);
+  EXPECT_EQ(WaitOne(*rig_.link.b).code, Code::kOk);
 }
 
 TEST_F(TcpTransport, PeerCloseFailsOutstandingWithLinkDown) {
   std::vector<uint8_t> buf = Pattern(64, 1);
-  auto region = Register(*a_dev_, buf, kAccessRemoteWrite);
-  ASSERT_TRUE(link_.a->PostSend(1, {region.get(), 0, 8}).ok());  // waits for a credit
-  ASSERT_TRUE(link_.a->PostSend(2, {region.get(), 8, 8}).ok());
-  ASSERT_TRUE(link_.a->PostRecv(3, {region.get(), 16, 8}).ok());
-  ExpectQuiet(*link_.a, milliseconds(20));
-  link_.b.reset();
+  auto region = Register(*rig_.a_dev, buf, kAccessRemoteWrite);
+  ASSERT_TRUE(rig_.link.a->PostSend(1, {region.get(), 0, 8}).ok());  // waits for a credit
+  ASSERT_TRUE(rig_.link.a->PostSend(2, {region.get(), 8, 8}).ok());
+  ASSERT_TRUE(rig_.link.a->PostRecv(3, {region.get(), 16, 8}).ok());
+  ExpectQuiet(*rig_.link.a, milliseconds(20));
+  rig_.link.b.reset();
 
-  auto wcs = WaitFor(*link_.a, 3);
+  auto wcs = WaitFor(*rig_.link.a, 3);
   ASSERT_EQ(wcs.size(), 3u);
   std::map<uint64_t, Code> codes;
   for (const auto& wc : wcs) codes[wc.wr_id] = wc.code;
   EXPECT_EQ(codes, (std::map<uint64_t, Code>{
                        {1, Code::kLinkDown}, {2, Code::kLinkDown}, {3, Code::kLinkDown}}));
-  EXPECT_EQ(link_.a->outstanding(), 0u);
-  EXPECT_EQ(link_.a->PostSend(4, {region.get(), 0, 8}).code(), Code::kLinkDown);
-  EXPECT_EQ(link_.a->PostRecv(5, {region.get(), 0, 8}).code(), Code::kLinkDown);
-  EXPECT_EQ(link_.a->PostWrite(6, {region.get(), 0, 8}, {0, 1}).code(), Code::kLinkDown);
-  EXPECT_EQ(link_.a->PostRead(7, {region.get(), 0, 8}, {0, 1}).code(), Code::kLinkDown);
+  EXPECT_EQ(rig_.link.a->outstanding(), 0u);
+  EXPECT_EQ(rig_.link.a->PostSend(4, {region.get(), 0, 8}).code(), Code::kLinkDown);
+  EXPECT_EQ(rig_.link.a->PostRecv(5, {region.get(), 0, 8}).code(), Code::kLinkDown);
+  EXPECT_EQ(rig_.link.a->PostWrite(6, {region.get(), 0, 8}, {0, 1}).code(), Code::kLinkDown);
+  EXPECT_EQ(rig_.link.a->PostRead(7, {region.get(), 0, 8}, {0, 1}).code(), Code::kLinkDown);
 }
 
 TEST_F(TcpTransport, DestroyedDeviceTakesItsConnectionsDown) {
   std::vector<uint8_t> buf(64);
-  auto region = Register(*a_dev_, buf, kAccessLocal);
-  auto b_region = Register(*b_dev_, buf, kAccessLocal);
-  ASSERT_TRUE(link_.a->PostRecv(1, {region.get(), 0, 8}).ok());
-  ASSERT_TRUE(link_.b->PostRecv(2, {b_region.get(), 0, 8}).ok());
+  auto region = Register(*rig_.a_dev, buf, kAccessLocal);
+  auto b_region = Register(*rig_.b_dev, buf, kAccessLocal);
+  ASSERT_TRUE(rig_.link.a->PostRecv(1, {region.get(), 0, 8}).ok());
+  ASSERT_TRUE(rig_.link.b->PostRecv(2, {b_region.get(), 0, 8}).ok());
   b_region.reset();
-  b_dev_.reset();  // the connection and nothing else outlives it
-  EXPECT_EQ(WaitOne(*link_.b).code, Code::kLinkDown);
-  EXPECT_EQ(WaitOne(*link_.a).code, Code::kLinkDown);
-  EXPECT_EQ(link_.b->PostRecv(3, {region.get(), 0, 8}).code(), Code::kLinkDown);
-  link_.b.reset();
+  rig_.b_dev.reset();  // the connection and nothing else outlives it
+  EXPECT_EQ(WaitOne(*rig_.link.b).code, Code::kLinkDown);
+  EXPECT_EQ(WaitOne(*rig_.link.a).code, Code::kLinkDown);
+  EXPECT_EQ(rig_.link.b->PostRecv(3, {region.get(), 0, 8}).code(), Code::kLinkDown);
+  rig_.link.b.reset();
 }
 
 TEST_F(TcpTransport, ManyPipelinedTransfersAllVerified) {
@@ -300,9 +285,9 @@ TEST_F(TcpTransport, ManyPipelinedTransfersAllVerified) {
   std::vector<uint8_t> src = Pattern(kBytes, 17);
   std::vector<uint8_t> back(kBytes, 0);
   std::vector<uint8_t> remote(kBytes, 0);
-  auto src_region = Register(*a_dev_, src, kAccessLocal);
-  auto back_region = Register(*a_dev_, back, kAccessLocal);
-  auto remote_region = Register(*b_dev_, remote, kAccessRemoteRead | kAccessRemoteWrite);
+  auto src_region = Register(*rig_.a_dev, src, kAccessLocal);
+  auto back_region = Register(*rig_.a_dev, back, kAccessLocal);
+  auto remote_region = Register(*rig_.b_dev, remote, kAccessRemoteRead | kAccessRemoteWrite);
   uint64_t moved = 0;
   auto started = steady_clock::now();
   for (int round = 0; round < 2; ++round) {
@@ -317,13 +302,13 @@ TEST_F(TcpTransport, ManyPipelinedTransfersAllVerified) {
           RemoteSlice remote_slice{offset, remote_region->rkey()};
           Status posted =
               op == WorkOp::kWrite
-                  ? link_.a->PostWrite(wr_id++, {src_region.get(), offset, n}, remote_slice)
-                  : link_.a->PostRead(wr_id++, {back_region.get(), offset, n}, remote_slice);
+                  ? rig_.link.a->PostWrite(wr_id++, {src_region.get(), offset, n}, remote_slice)
+                  : rig_.link.a->PostRead(wr_id++, {back_region.get(), offset, n}, remote_slice);
           ASSERT_TRUE(posted.ok()) << posted.ToString();
           offset += n;
           ++in_flight;
         }
-        for (const WorkCompletion& wc : WaitFor(*link_.a, 1)) {
+        for (const WorkCompletion& wc : WaitFor(*rig_.link.a, 1)) {
           ASSERT_EQ(wc.code, Code::kOk) << wc.detail;
           moved += wc.byte_len;
           --in_flight;

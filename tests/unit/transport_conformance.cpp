@@ -95,8 +95,24 @@ std::string FactoryName(const ::testing::TestParamInfo<FactoryPtr>& info) {
   return info.param->Name();
 }
 
+Rig MakeRig(TransportFactory& factory, const Caps* caps) {
+  Rig rig;
+  auto a = factory.MakeDevice(caps);
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  if (!a.ok()) return rig;
+  rig.a_dev = std::move(a).value();
+  if (!factory.OneDevice()) {
+    auto b = factory.MakeDevice(caps);
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    if (!b.ok()) return rig;
+    rig.b_dev = std::move(b).value();
+  }
+  rig.link = factory.Connect(*rig.a_dev, rig.b());
+  return rig;
+}
+
 void TransportConformance::SetUp() {
-  rig_ = NewRig(nullptr);
+  rig_ = MakeRig(factory(), nullptr);
   ASSERT_NE(rig_.link.a, nullptr);
   ASSERT_NE(rig_.link.b, nullptr);
 }
@@ -105,18 +121,6 @@ std::unique_ptr<Device> TransportConformance::NewDevice(const Caps* caps) const 
   auto device = factory().MakeDevice(caps);
   EXPECT_TRUE(device.ok()) << device.status().ToString();
   return device.ok() ? std::move(device).value() : nullptr;
-}
-
-Rig TransportConformance::NewRig(const Caps* caps) const {
-  Rig rig;
-  rig.a_dev = NewDevice(caps);
-  if (rig.a_dev == nullptr) return rig;
-  if (!factory().OneDevice()) {
-    rig.b_dev = NewDevice(caps);
-    if (rig.b_dev == nullptr) return rig;
-  }
-  rig.link = factory().Connect(*rig.a_dev, rig.b());
-  return rig;
 }
 
 Connection* TransportConformance::PeerToPoll(const Connection& c) const {

@@ -103,6 +103,25 @@ struct Rig {
   Device& b() { return b_dev != nullptr ? *b_dev : *a_dev; }
 };
 
+// A rig of `factory`'s devices, with `caps` forced (null: defaults). A
+// failure leaves a null side and fails the test.
+Rig MakeRig(TransportFactory& factory, const Caps* caps);
+
+// A fixture with a linked rig of one transport, for that transport's own
+// tests (the conformance suite has its own fixture below).
+template <typename Factory>
+class LinkedRig : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rig_ = MakeRig(factory_, nullptr);
+    ASSERT_NE(rig_.link.a, nullptr);
+    ASSERT_NE(rig_.link.b, nullptr);
+  }
+
+  Factory factory_;
+  Rig rig_;
+};
+
 using FactoryPtr = std::shared_ptr<TransportFactory>;
 
 // The suite's fixture: a linked rig with default caps, made in SetUp.
@@ -112,8 +131,19 @@ class TransportConformance : public ::testing::TestWithParam<FactoryPtr> {
   TransportFactory& factory() const { return *GetParam(); }
   // A fresh device (failing the test when it cannot be made).
   std::unique_ptr<Device> NewDevice(const Caps* caps = nullptr) const;
-  // A rig whose devices have `caps` forced (null: defaults).
-  Rig NewRig(const Caps* caps) const;
+  // Replaces the rig with one whose devices have the defaults as `tighten`
+  // changes them (limit tests; requires Feature::kForcedCaps).
+  template <typename Tighten>
+  void Relink(Tighten tighten) {
+    Caps caps = factory().DefaultCaps();
+    tighten(caps);
+    rig_.link = {};  // connections first, then their devices
+    rig_.b_dev.reset();
+    rig_.a_dev.reset();
+    rig_ = MakeRig(factory(), &caps);
+    ASSERT_NE(rig_.link.a, nullptr);
+    ASSERT_NE(rig_.link.b, nullptr);
+  }
 
   // The waits above, for the rig's connections: they also poll the peer
   // when the transport needs that (PollsPeerToProgress), so a test reads

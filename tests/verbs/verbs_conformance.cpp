@@ -55,17 +55,14 @@ class VerbsFactory final : public conformance::TransportFactory {
   }
   bool PollsPeerToProgress() const override { return true; }
   std::string Lacks(Feature feature) const override {
-    switch (feature) {
-      case Feature::kForcedCaps:
-        return "a verbs device's limits are its own and its profile's";
-      case Feature::kOffsetAddresses:
-        return "verbs names remote memory by virtual address";
-      case Feature::kSelfConnectRefused:
-        return "a QP may be connected to itself; verbs does not refuse it";
-      case Feature::kRemoteErrorKeepsUp:
-        return profile_ == kProfileAppleTb5
-                   ? ""
-                   : "over RC a refused remote access takes the QP to the error state";
+    if (feature == Feature::kForcedCaps)
+      return "a verbs device's limits are its own and its profile's";
+    if (feature == Feature::kOffsetAddresses) return "verbs names remote memory by virtual address";
+    if (feature == Feature::kSelfConnectRefused) {
+      return "a QP may be connected to itself; verbs does not refuse it";
+    }
+    if (feature == Feature::kRemoteErrorKeepsUp && profile_ != kProfileAppleTb5) {
+      return "over RC a refused remote access takes the QP to the error state";
     }
     return {};
   }
