@@ -1,6 +1,6 @@
 // LoopConnection: queues, limits and the memcpy "wire" of the loop transport.
 #include <cstring>
-#include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -8,14 +8,6 @@
 #include "driver/post_checks.hpp"
 
 namespace mcdma::driver::loop {
-namespace {
-
-// [offset, offset + length) lies within [0, size), without overflow.
-bool RangeWithin(uint64_t offset, uint64_t length, uint64_t size) {
-  return offset <= size && length <= size - offset;
-}
-
-}  // namespace
 
 LoopConnection::LoopConnection(std::shared_ptr<DeviceState> state, std::string name,
                                std::string peer_name)
@@ -39,111 +31,24 @@ void LoopConnection::Pair(LoopConnection& a, LoopConnection& b) {
   b.peer_state_ = PeerState::kPaired;
 }
 
-Status LoopConnection::CheckPeer(const char* op, bool allow_waiting) const {
+Status LoopConnection::CheckState(const char* op, WorkOp kind) const {
   if (peer_state_ == PeerState::kPaired) return Status::Ok();
-  if (peer_state_ == PeerState::kWaiting && allow_waiting) return Status::Ok();
+  if (peer_state_ == PeerState::kWaiting && kind == WorkOp::kRecv) return Status::Ok();
   return Status(Code::kLinkDown, PostMessage(op, peer_state_ == PeerState::kWaiting
                                                      ? "the peer has not connected yet"
                                                      : "the peer connection was destroyed"));
 }
 
-Result<uint32_t> LoopConnection::CheckLocal(const char* op, const LocalSlice& slice) const {
-  if (slice.region == nullptr)
-    return Status(Code::kInvalid, PostMessage(op, "local slice has no region"));
+Result<uint64_t> LoopConnection::CheckLocal(const char* op, const LocalSlice& slice) const {
   // Membership first: a foreign or destroyed region must not be dereferenced.
-  if (!state_->regions.contains(slice.region)) {
-    return Status(Code::kInvalid, PostMessage(op, "local region is not registered on this device"));
-  }
-  if (!RangeWithin(slice.offset, slice.length, slice.region->length())) {
-    return Status(Code::kOutOfRange,
-                  PostMessage(op, "local slice [" + std::to_string(slice.offset) + ", +" +
-                                      std::to_string(slice.length) + ") outside its region of " +
-                                      std::to_string(slice.region->length()) + " bytes"));
-  }
-  return slice.region->lkey();
+  const bool live = slice.region != nullptr && state_->regions.contains(slice.region);
+  MCDMA_RETURN_IF_ERROR(CheckLocalSlice(
+      op, slice, live ? std::optional<uint64_t>(slice.region->length()) : std::nullopt));
+  return uint64_t{slice.region->lkey()};
 }
 
-Status LoopConnection::PostSend(uint64_t wr_id, const LocalSlice& src) {
-  constexpr const char* kOp = "PostSend";
-  MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/false));
-  MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, src));
-  MCDMA_RETURN_IF_ERROR(
-      CheckPostLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
-  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, send_outstanding_, caps().max_outstanding));
-  send_queue_.push_back({.wr_id = wr_id,
-                         .op = WorkOp::kSend,
-                         .lkey = lkey,
-                         .offset = src.offset,
-                         .length = src.length,
-                         .remote = {}});
-  ++send_outstanding_;
-  return Status::Ok();
-}
-
-Status LoopConnection::PostRecv(uint64_t wr_id, const LocalSlice& dst) {
-  // Receives may be posted before the peer connects (the daemon pre-posts
-  // its slots right after Connect), but not once the peer is gone: nothing
-  // could ever complete them.
-  constexpr const char* kOp = "PostRecv";
-  MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/true));
-  MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, dst));
-  MCDMA_RETURN_IF_ERROR(CheckPostLength(kOp, dst.length, kMaxRequestBytes, "the 32-bit length"));
-  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, recv_outstanding_, caps().max_outstanding));
-  recv_queue_.push_back({.wr_id = wr_id,
-                         .op = WorkOp::kRecv,
-                         .lkey = lkey,
-                         .offset = dst.offset,
-                         .length = dst.length,
-                         .remote = {}});
-  ++recv_outstanding_;
-  return Status::Ok();
-}
-
-Status LoopConnection::PostWrite(uint64_t wr_id, const LocalSlice& src, const RemoteSlice& dst) {
-  constexpr const char* kOp = "PostWrite";
-  MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/false));
-  if (!caps().one_sided) {
-    return Status(Code::kInvalid,
-                  PostMessage(kOp, "profile '" + caps().profile + "' has no one-sided operations"));
-  }
-  MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, src));
-  MCDMA_RETURN_IF_ERROR(
-      CheckPostLength(kOp, src.length, caps().max_transfer_bytes, "max_transfer_bytes"));
-  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, send_outstanding_, caps().max_outstanding));
-  send_queue_.push_back({.wr_id = wr_id,
-                         .op = WorkOp::kWrite,
-                         .lkey = lkey,
-                         .offset = src.offset,
-                         .length = src.length,
-                         .remote = dst});
-  ++send_outstanding_;
-  return Status::Ok();
-}
-
-Status LoopConnection::PostRead(uint64_t wr_id, const LocalSlice& dst, const RemoteSlice& src) {
-  constexpr const char* kOp = "PostRead";
-  MCDMA_RETURN_IF_ERROR(CheckPeer(kOp, /*allow_waiting=*/false));
-  if (!caps().one_sided || caps().max_outstanding_reads == 0) {
-    return Status(Code::kInvalid,
-                  PostMessage(kOp, "profile '" + caps().profile + "' allows no RDMA READ"));
-  }
-  MCDMA_ASSIGN_OR_RETURN(uint32_t lkey, CheckLocal(kOp, dst));
-  MCDMA_RETURN_IF_ERROR(CheckPostLength(kOp, dst.length, caps().max_read_bytes, "max_read_bytes"));
-  MCDMA_RETURN_IF_ERROR(CheckPostRoom(kOp, send_outstanding_, caps().max_outstanding));
-  if (reads_outstanding_ >= caps().max_outstanding_reads) {
-    return Status(Code::kBusy, PostMessage(kOp, "max_outstanding_reads (" +
-                                                    std::to_string(caps().max_outstanding_reads) +
-                                                    ") READs in flight; reap completions first"));
-  }
-  send_queue_.push_back({.wr_id = wr_id,
-                         .op = WorkOp::kRead,
-                         .lkey = lkey,
-                         .offset = dst.offset,
-                         .length = dst.length,
-                         .remote = src});
-  ++send_outstanding_;
-  ++reads_outstanding_;
-  return Status::Ok();
+void LoopConnection::Enqueue(const PostedRequest& request) {
+  (request.op == WorkOp::kRecv ? recv_queue_ : send_queue_).push_back(request);
 }
 
 size_t LoopConnection::Poll(std::span<WorkCompletion> out) {
@@ -152,19 +57,7 @@ size_t LoopConnection::Poll(std::span<WorkCompletion> out) {
   // polls, even if the sender is not polling.
   Progress();
   if (peer_ != nullptr) peer_->Progress();
-  size_t reaped = 0;
-  while (reaped < out.size() && !completions_.empty()) {
-    WorkCompletion& wc = completions_.front();
-    if (wc.op == WorkOp::kRecv) {
-      --recv_outstanding_;
-    } else {
-      --send_outstanding_;
-      if (wc.op == WorkOp::kRead) --reads_outstanding_;
-    }
-    out[reaped++] = std::move(wc);
-    completions_.pop_front();
-  }
-  return reaped;
+  return Reap(completions_, out);
 }
 
 void LoopConnection::Progress() {
@@ -235,7 +128,7 @@ void LoopConnection::ExecuteOneSided(const LoopRequest& request) {
 }
 
 std::byte* LoopConnection::LocalBytes(const LoopRequest& request) const {
-  auto it = state_->by_lkey.find(request.lkey);
+  auto it = state_->by_lkey.find(static_cast<uint32_t>(request.local_key));
   if (it == state_->by_lkey.end()) return nullptr;
   const MemoryRegion* region = it->second;
   if (!RangeWithin(request.offset, request.length, region->length())) return nullptr;

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "driver/post_checks.hpp"
 #include "driver/transport.hpp"
 #include "mcdma/status.hpp"
 
@@ -43,20 +44,13 @@ struct DeviceState {
   uint32_t NewKey();
 };
 
-// A queued work request. The local region is held by lkey, not pointer, and
-// looked up again when the request executes, so a region destroyed while the
-// request waited is detected rather than dereferenced.
-struct LoopRequest {
-  uint64_t wr_id = 0;
-  WorkOp op = WorkOp::kSend;
-  uint32_t lkey = 0;
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  RemoteSlice remote;  // WRITE/READ only
-};
+// A queued work request. The local region is held by lkey (local_key), not
+// pointer, and looked up again when the request executes, so a region
+// destroyed while the request waited is detected rather than dereferenced.
+using LoopRequest = PostedRequest;
 
 // One side of a loopback pair. See loop_transport.hpp for the semantics.
-class LoopConnection final : public Connection {
+class LoopConnection final : public CheckedConnection {
  public:
   // Binds `name` to this connection; `peer_name` is the endpoint it waits for.
   LoopConnection(std::shared_ptr<DeviceState> state, std::string name, std::string peer_name);
@@ -66,12 +60,7 @@ class LoopConnection final : public Connection {
   LoopConnection& operator=(const LoopConnection&) = delete;
 
   const Caps& caps() const override { return state_->caps; }
-  Status PostSend(uint64_t wr_id, const LocalSlice& src) override;
-  Status PostRecv(uint64_t wr_id, const LocalSlice& dst) override;
-  Status PostWrite(uint64_t wr_id, const LocalSlice& src, const RemoteSlice& dst) override;
-  Status PostRead(uint64_t wr_id, const LocalSlice& dst, const RemoteSlice& src) override;
   size_t Poll(std::span<WorkCompletion> out) override;
-  uint32_t outstanding() const override { return send_outstanding_ + recv_outstanding_; }
 
   // Pairing, for LoopEndpoint::Connect.
   bool waiting() const { return peer_state_ == PeerState::kWaiting; }
@@ -86,8 +75,12 @@ class LoopConnection final : public Connection {
     const char* detail;
   };
 
-  Status CheckPeer(const char* op, bool allow_waiting) const;
-  Result<uint32_t> CheckLocal(const char* op, const LocalSlice& slice) const;
+  // RECVs may be posted before the peer connects (the daemon pre-posts its
+  // slots right after Connect), but not once the peer is gone: nothing
+  // could ever complete them. Everything else needs the peer.
+  Status CheckState(const char* op, WorkOp kind) const override;
+  Result<uint64_t> CheckLocal(const char* op, const LocalSlice& slice) const override;
+  void Enqueue(const PostedRequest& request) override;
 
   // Executes queued SEND/WRITE/READs in post order until a SEND finds no
   // RECV posted at the peer (receiver not ready) or the queue is empty.
@@ -109,10 +102,6 @@ class LoopConnection final : public Connection {
   std::deque<LoopRequest> send_queue_;      // SEND/WRITE/READ, not yet executed
   std::deque<LoopRequest> recv_queue_;      // RECVs not yet consumed, oldest first
   std::deque<WorkCompletion> completions_;  // executed, not yet reaped
-  // Posted and not yet reaped: what Caps limits count, as the daemon would.
-  uint32_t send_outstanding_ = 0;
-  uint32_t recv_outstanding_ = 0;
-  uint32_t reads_outstanding_ = 0;
 };
 
 }  // namespace mcdma::driver::loop

@@ -9,12 +9,10 @@
 
 #include "driver/loop/loop_state.hpp"
 #include "driver/post_checks.hpp"
+#include "driver/profiles.hpp"
 
 namespace mcdma::driver::loop {
 namespace {
-
-constexpr uint64_t kGiB = 1ULL << 30;
-constexpr uint32_t kKnownAccess = kAccessRemoteRead | kAccessRemoteWrite;
 
 // One registration. Its keys are in the device's maps exactly while it is
 // alive, so a request naming them after destruction finds nothing.
@@ -126,12 +124,8 @@ class LoopDevice final : public Device {
 
 Result<std::unique_ptr<MemoryRegion>> LoopDevice::Register(std::byte* addr, uint64_t length,
                                                            uint32_t access) {
-  const Caps& caps = state_->caps;
-  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps));
-  if (caps.max_registrations != 0 && state_->regions.size() >= caps.max_registrations) {
-    return Status(Code::kNoMemory, "Register: device holds max_registrations (" +
-                                       std::to_string(caps.max_registrations) + ") regions");
-  }
+  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps()));
+  MCDMA_RETURN_IF_ERROR(CheckRegistrationRoom(state_->regions.size(), caps().max_registrations));
   return std::unique_ptr<MemoryRegion>(std::make_unique<LoopRegion>(state_, addr, length, access));
 }
 
@@ -149,33 +143,12 @@ uint32_t DeviceState::NewKey() {
   }
 }
 
-Caps DefaultLoopCaps() {
-  return Caps{
-      .name = "loop",
-      .profile = "loop",
-      .one_sided = true,
-      .max_outstanding = 256,
-      .max_outstanding_reads = 16,
-      .max_read_bytes = kGiB,
-      .max_transfer_bytes = kGiB,
-      .max_registration_bytes = 1024 * kGiB,
-      .max_registrations = 0,
-      .max_inline_bytes = 0,
-  };
-}
+Caps DefaultLoopCaps() { return ToCaps(kLoopLimits, "loop"); }
 
 Result<std::unique_ptr<Device>> CreateLoopDevice(const Caps* override_caps) {
   Caps caps = override_caps != nullptr ? *override_caps : DefaultLoopCaps();
   caps.name = "loop";
-  if (caps.profile.empty()) {
-    return Status(Code::kInvalid, "CreateLoopDevice: caps.profile is empty");
-  }
-  if (caps.max_outstanding == 0 || caps.max_registration_bytes == 0 ||
-      caps.max_transfer_bytes == 0) {
-    return Status(Code::kInvalid,
-                  "CreateLoopDevice: max_outstanding, max_registration_bytes and "
-                  "max_transfer_bytes must be nonzero");
-  }
+  MCDMA_RETURN_IF_ERROR(CheckDeviceCaps("CreateLoopDevice", caps));
   return std::unique_ptr<Device>(std::make_unique<LoopDevice>(std::move(caps)));
 }
 

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 
+#include "driver/post_checks.hpp"
 #include "driver/tcp/tcp_io.hpp"
 #include "driver/tcp/tcp_registry.hpp"
 #include "driver/tcp/tcp_shared.hpp"
@@ -39,7 +40,7 @@ struct DeviceCore {
 };
 
 // One data connection, engine side. Work runs on the I/O thread (tcp_wire.hpp).
-class TcpConnection final : public Connection {
+class TcpConnection final : public CheckedConnection {
  public:
   TcpConnection(std::shared_ptr<DeviceCore> core, std::shared_ptr<ConnShared> shared)
       : core_(std::move(core)), shared_(std::move(shared)) {}
@@ -49,23 +50,18 @@ class TcpConnection final : public Connection {
   TcpConnection& operator=(const TcpConnection&) = delete;
 
   const Caps& caps() const override { return core_->caps; }
-  Status PostSend(uint64_t wr_id, const LocalSlice& src) override;
-  Status PostRecv(uint64_t wr_id, const LocalSlice& dst) override;
-  Status PostWrite(uint64_t wr_id, const LocalSlice& src, const RemoteSlice& dst) override;
-  Status PostRead(uint64_t wr_id, const LocalSlice& dst, const RemoteSlice& src) override;
   // Reaps only; never blocks on the I/O thread beyond a short mutex.
   size_t Poll(std::span<WorkCompletion> out) override;
-  uint32_t outstanding() const override { return send_outstanding_ + recv_outstanding_; }
 
  private:
-  Status CheckUp(const char* op) const;
+  // Every request needs the connection up (the I/O thread marks it down).
+  Status CheckState(const char* op, WorkOp kind) const override;
+  Result<uint64_t> CheckLocal(const char* op, const LocalSlice& slice) const override;
+  // Hands the request to the I/O thread (tcp_wire.hpp runs it).
+  void Enqueue(const PostedRequest& request) override;
 
   std::shared_ptr<DeviceCore> core_;
   std::shared_ptr<ConnShared> shared_;
-  // Posted and not yet reaped (engine thread only): what Caps limits count.
-  uint32_t send_outstanding_ = 0;
-  uint32_t recv_outstanding_ = 0;
-  uint32_t reads_outstanding_ = 0;
 };
 
 }  // namespace mcdma::driver::tcp

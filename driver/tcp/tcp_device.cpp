@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "driver/post_checks.hpp"
+#include "driver/profiles.hpp"
 #include "driver/tcp/tcp_connection.hpp"
 #include "driver/tcp/tcp_frame.hpp"
 #include "driver/tcp/tcp_transport.hpp"
@@ -12,10 +13,6 @@
 
 namespace mcdma::driver::tcp {
 namespace {
-
-constexpr uint64_t kMiB = 1ULL << 20;
-constexpr uint64_t kGiB = 1ULL << 30;
-constexpr uint32_t kKnownAccess = kAccessRemoteRead | kAccessRemoteWrite;
 
 Result<Token> NewToken() {
   try {
@@ -165,8 +162,7 @@ class TcpDeviceImpl final : public TcpDevice {
 
 Result<std::unique_ptr<MemoryRegion>> TcpDeviceImpl::Register(std::byte* addr, uint64_t length,
                                                               uint32_t access) {
-  const Caps& caps = core_->caps;
-  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps));
+  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps()));
   auto region = std::make_unique<TcpRegion>(core_);
   MCDMA_RETURN_IF_ERROR(region->Add(addr, length, access));
   return std::unique_ptr<MemoryRegion>(std::move(region));
@@ -185,33 +181,12 @@ std::string DefaultAdvertise(const std::string& listen) {
 
 }  // namespace
 
-Caps DefaultTcpCaps() {
-  return Caps{
-      .name = "tcp",
-      .profile = "tcp",
-      .one_sided = true,
-      .max_outstanding = 256,
-      .max_outstanding_reads = 64,
-      .max_read_bytes = 64 * kMiB,
-      .max_transfer_bytes = 64 * kMiB,
-      .max_registration_bytes = 1024 * kGiB,
-      .max_registrations = 0,
-      .max_inline_bytes = 0,
-  };
-}
+Caps DefaultTcpCaps() { return ToCaps(kTcpLimits, "tcp"); }
 
 Result<std::unique_ptr<Device>> CreateTcpDevice(const TcpOptions& options) {
   Caps caps = options.caps.value_or(DefaultTcpCaps());
   caps.name = "tcp";
-  if (caps.profile.empty()) {
-    return Status(Code::kInvalid, "CreateTcpDevice: caps.profile is empty");
-  }
-  if (caps.max_outstanding == 0 || caps.max_registration_bytes == 0 ||
-      caps.max_transfer_bytes == 0) {
-    return Status(Code::kInvalid,
-                  "CreateTcpDevice: max_outstanding, max_registration_bytes and "
-                  "max_transfer_bytes must be nonzero");
-  }
+  MCDMA_RETURN_IF_ERROR(CheckDeviceCaps("CreateTcpDevice", caps));
   if (options.connect_timeout.count() <= 0) {
     return Status(Code::kInvalid, "CreateTcpDevice: connect_timeout must be positive");
   }

@@ -1,8 +1,11 @@
 // Registry: keys, ids and pins of the tcp device's registrations.
 #include "driver/tcp/tcp_registry.hpp"
 
+#include <optional>
 #include <string>
 #include <utility>
+
+#include "driver/post_checks.hpp"
 
 namespace mcdma::driver::tcp {
 
@@ -28,10 +31,7 @@ uint32_t Registry::NewKey() {
 
 Status Registry::Add(RegionEntry& entry) {
   std::lock_guard lock(mu_);
-  if (max_registrations_ != 0 && owners_.size() >= max_registrations_) {
-    return Status(Code::kNoMemory, "Register: device holds max_registrations (" +
-                                       std::to_string(max_registrations_) + ") regions");
-  }
+  MCDMA_RETURN_IF_ERROR(CheckRegistrationRoom(owners_.size(), max_registrations_));
   // Each key is drawn after the previous one is in the maps, so the two
   // differ from each other as well as from every other live key.
   entry.lkey = NewKey();
@@ -55,28 +55,18 @@ void Registry::Remove(RegionEntry& entry) {
 }
 
 Result<uint64_t> Registry::CheckLocal(const char* op, const LocalSlice& slice) {
-  if (slice.region == nullptr) {
-    return Status(Code::kInvalid, std::string(op) + ": local slice has no region");
-  }
-  uint64_t length = 0;
+  std::optional<uint64_t> length;
   uint64_t id = 0;
   {
     std::lock_guard lock(mu_);
     // Membership first: a foreign or destroyed region must not be dereferenced.
     auto it = owners_.find(slice.region);
-    if (it == owners_.end()) {
-      return Status(Code::kInvalid,
-                    std::string(op) + ": local region is not registered on this device");
+    if (it != owners_.end()) {
+      length = it->second->length;
+      id = it->second->id;
     }
-    length = it->second->length;
-    id = it->second->id;
   }
-  if (!RangeWithin(slice.offset, slice.length, length)) {
-    return Status(Code::kOutOfRange, std::string(op) + ": local slice [" +
-                                         std::to_string(slice.offset) + ", +" +
-                                         std::to_string(slice.length) + ") outside its region of " +
-                                         std::to_string(length) + " bytes");
-  }
+  MCDMA_RETURN_IF_ERROR(CheckLocalSlice(op, slice, length));
   return id;
 }
 

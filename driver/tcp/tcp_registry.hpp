@@ -111,9 +111,4 @@ class Registry {
   std::unordered_map<uint64_t, RegionEntry*> by_id_;              // guarded by mu_
 };
 
-// [offset, offset + length) lies within [0, size), without overflow.
-inline bool RangeWithin(uint64_t offset, uint64_t length, uint64_t size) {
-  return offset <= size && length <= size - offset;
-}
-
 }  // namespace mcdma::driver::tcp

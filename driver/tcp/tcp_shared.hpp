@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "driver/post_checks.hpp"
 #include "driver/tcp/tcp_frame.hpp"
 #include "driver/tcp/tcp_socket.hpp"
 #include "driver/transport.hpp"
@@ -19,15 +20,8 @@
 namespace mcdma::driver::tcp {
 
 // A request as the engine posted it, checked, with its local memory named
-// by registration id (see tcp_registry.hpp).
-struct Request {
-  uint64_t wr_id = 0;
-  WorkOp op = WorkOp::kSend;
-  uint64_t region_id = 0;
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  RemoteSlice remote;  // WRITE/READ only
-};
+// by registration id in local_key (see tcp_registry.hpp).
+using Request = PostedRequest;
 
 // One connection's mailbox between the threads. The I/O thread appends
 // completions and marks the link down; the engine's Poll drains them.

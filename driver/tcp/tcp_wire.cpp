@@ -36,7 +36,7 @@ void Wire::Enqueue(const Request& request) {
   }
   if (request.op == WorkOp::kRecv) {
     recv_queue_.push_back({.wr_id = request.wr_id,
-                           .region_id = request.region_id,
+                           .region_id = request.local_key,
                            .offset = request.offset,
                            .length = request.length});
     // PostRecv bounds RECVs to 32 bits (WorkCompletion::byte_len).
@@ -86,7 +86,7 @@ void Wire::Issue() {
           frame.header.status = Code::kOutOfRange;  // consumes the RECV, carries nothing
         } else {
           frame.header.length = static_cast<uint32_t>(r.length);
-          frame.region_id = r.region_id;
+          frame.region_id = r.local_key;
           frame.offset = r.offset;
         }
         frame.completes_send = true;
@@ -100,7 +100,7 @@ void Wire::Issue() {
         frame.header.remote_addr = r.remote.addr;
         frame.header.length = static_cast<uint32_t>(r.length);
         if (r.op == WorkOp::kWrite) {
-          frame.region_id = r.region_id;
+          frame.region_id = r.local_key;
           frame.offset = r.offset;
         }
         awaiting_.push_back(next.seq);

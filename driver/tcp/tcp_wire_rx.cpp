@@ -174,7 +174,7 @@ void Wire::OnReadRespHeader(const FrameHeader& header) {
     return;
   }
   rx_.sink = Sink::kMemory;
-  rx_.region_id = read->request.region_id;
+  rx_.region_id = read->request.local_key;
   rx_.offset = read->request.offset;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "driver/post_checks.hpp"
 
@@ -155,17 +156,14 @@ size_t ConnectionImpl::Poll(std::span<WorkCompletion> out) {
 Status ConnectionImpl::CheckUsable(const char* op, const LocalSlice& s) const {
   if (down_) return Status(Code::kLinkDown, PostMessage(op, "connection is down: " + down_reason_));
   const auto* region = dynamic_cast<const VerbsRegion*>(s.region);
-  if (region == nullptr || region->device() != device_)
-    return Status(Code::kInvalid, PostMessage(op, "region is not registered with this device"));
-  if (s.offset > region->length() || s.length > region->length() - s.offset)
-    return Status(Code::kInvalid, PostMessage(op, "slice outside its region"));
-  return Status::Ok();
+  const bool ours = region != nullptr && region->device() == device_;
+  return CheckLocalSlice(op, s, ours ? std::optional<uint64_t>(region->length()) : std::nullopt);
 }
 
 Status ConnectionImpl::Queue(const Request& r) {
-  const char* op = r.kind == Request::kSend    ? "PostSend"
-                   : r.kind == Request::kWrite ? "PostWrite"
-                                               : "PostRead";
+  const char* op = PostOpName(r.kind == Request::kSend    ? WorkOp::kSend
+                              : r.kind == Request::kWrite ? WorkOp::kWrite
+                                                          : WorkOp::kRead);
   uint32_t held = static_cast<uint32_t>(queued_.size() + streams_.size()) + user_in_sq_;
   MCDMA_RETURN_IF_ERROR(CheckPostRoom(op, held, caps_.max_outstanding));
   queued_.push_back(r);

@@ -228,8 +228,7 @@ void DeviceImpl::NoteSendQueue(uint32_t used, uint32_t reads, uint64_t read_byte
 
 Result<std::unique_ptr<MemoryRegion>> DeviceImpl::Register(std::byte* addr, uint64_t length,
                                                            uint32_t access) {
-  MCDMA_RETURN_IF_ERROR(
-      CheckRegisterRange(addr, length, access, kAccessRemoteRead | kAccessRemoteWrite, caps()));
+  MCDMA_RETURN_IF_ERROR(CheckRegisterRange(addr, length, access, kKnownAccess, caps()));
   MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<VerbsRegion> r, RegisterOwn(addr, length, access));
   return std::unique_ptr<MemoryRegion>(std::move(r));
 }

@@ -4,12 +4,15 @@
 #include <charconv>
 #include <map>
 
-namespace mcdma::driver::verbs {
-namespace {
+#include "driver/profiles.hpp"
 
-constexpr uint64_t kMiB = 1ULL << 20;
-constexpr uint64_t kGiB = 1ULL << 30;
-constexpr uint64_t kTiB = 1ULL << 40;
+namespace mcdma::driver::verbs {
+// The names this header exports are the table's rows.
+static_assert(FindVerbsProfile(kProfileLinuxRc) == &kVerbsProfiles[0] &&
+              FindVerbsProfile(kProfileMcdmaCx5) == &kVerbsProfiles[1] &&
+              FindVerbsProfile(kProfileAppleTb5) == &kVerbsProfiles[2]);
+
+namespace {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -222,44 +225,26 @@ std::string DetectProfile(const DeviceInfo& device) {
 }
 
 Result<Caps> ProfileCaps(const std::string& profile, const DeviceInfo& device) {
-  // What the device itself allows (linux-rc is exactly this).
-  Caps dev;
-  dev.name = "verbs";
-  dev.one_sided = true;
-  dev.max_outstanding = std::min<uint32_t>(device.max_qp_wr == 0 ? 1024 : device.max_qp_wr, 1024);
-  dev.max_outstanding_reads = std::min<uint32_t>(device.max_qp_rd_atom, 16);
-  dev.max_read_bytes = kGiB;
-  dev.max_transfer_bytes = kGiB;
-  dev.max_registration_bytes =
-      std::min<uint64_t>(device.max_mr_size == 0 ? kTiB : device.max_mr_size, kTiB);
-  dev.max_registrations = device.max_mr;
-  dev.max_inline_bytes = 0;
-  Caps p = dev;
-  if (profile == kProfileLinuxRc) {
-    p.profile = profile;
-    return p;
-  }
-  if (profile == kProfileMcdmaCx5) {
-    p.max_outstanding = 31;
-    p.max_outstanding_reads = 1;
-    p.max_read_bytes = 2 * kMiB;
-    p.max_transfer_bytes = 4 * kMiB;
-    p.max_registration_bytes = 4 * kMiB;
-    p.max_inline_bytes = 28;
-  } else if (profile == kProfileAppleTb5) {
-    p.one_sided = false;  // UC: SEND/RECV only
-    p.max_outstanding = 4095;
-    p.max_outstanding_reads = 0;
-    p.max_read_bytes = 0;
-    p.max_transfer_bytes = 0xfa0000;
-    p.max_registration_bytes = 0xfa0000;
-    p.max_registrations = 100;
-  } else {
+  const Limits* limits = FindVerbsProfile(profile);
+  if (limits == nullptr) {
     return Status(Code::kInvalid, "unknown device profile '" + profile +
                                       "' (known: linux-rc, mcdma-cx5, apple-tb5)");
   }
-  // A profile forced onto a device gets the stricter of both for each limit.
-  p.profile = profile;
+  // What the device itself allows, capped at what the transport ever uses
+  // (linux-rc's row): linux-rc is exactly this.
+  const Limits& ceiling = kVerbsProfiles[0];
+  Caps dev = ToCaps(ceiling, "verbs");
+  dev.max_outstanding = std::min<uint32_t>(
+      device.max_qp_wr == 0 ? ceiling.max_outstanding : device.max_qp_wr, ceiling.max_outstanding);
+  dev.max_outstanding_reads =
+      std::min<uint32_t>(device.max_qp_rd_atom, ceiling.max_outstanding_reads);
+  dev.max_registration_bytes = std::min<uint64_t>(
+      device.max_mr_size == 0 ? ceiling.max_registration_bytes : device.max_mr_size,
+      ceiling.max_registration_bytes);
+  dev.max_registrations = device.max_mr;
+  // A profile forced onto a device gets the stricter of both for each limit
+  // (inline sizes are the profile's: the device reports none).
+  Caps p = ToCaps(*limits, "verbs");
   p.one_sided = p.one_sided && dev.one_sided;
   p.max_outstanding = std::min(p.max_outstanding, dev.max_outstanding);
   p.max_outstanding_reads = std::min(p.max_outstanding_reads, dev.max_outstanding_reads);

@@ -5,7 +5,8 @@
 #   2. the verbs driver's owners (mcdma_verbs_smoke) and `mcdmactl doctor`
 #      on rxe1 (doctor-guest.sh);
 #   3. the verbs transport under each profile forced
-#      (mcdma_verbs_transport_check);
+#      (mcdma_verbs_transport_check), and the transport conformance suite
+#      once per profile (mcdma_verbs_conformance);
 #   4. the cross-host suite of the tcp transport (tests/integration, the
 #      `verbs` variant of every Hosts/Link* test): two real daemons linked
 #      over verbs on rxe1/rxe2, once per profile (MCDMA_VERBS_PROFILE).
@@ -24,6 +25,7 @@ install -m 755 "$here/doctor-guest.sh" "$guest/doctor.sh"
 install -m 755 "$build/daemon/mcdma-rpcd" "$guest/mcdma-rpcd"
 install -m 755 "$build/client/tools/mcdmactl" "$guest/mcdmactl"
 for f in tests/verbs/mcdma_verbs_smoke tests/verbs/mcdma_verbs_transport_check \
+  tests/verbs/mcdma_verbs_conformance \
   tests/integration/mcdma_integration_tests tests/integration/mcdma_testapp; do
   if [ -x "$build/$f" ]; then install -m 755 "$build/$f" "$guest/$(basename "$f")"; fi
 done
@@ -49,6 +51,10 @@ step "mcdmactl doctor on rxe1"
 if [ -x ./mcdma_verbs_transport_check ]; then
   step "verbs transport on rxe1/rxe2, each profile forced"
   timeout 600 ./mcdma_verbs_transport_check || fails=$((fails + 1))
+fi
+if [ -x ./mcdma_verbs_conformance ]; then
+  step "transport conformance suite over verbs, each profile"
+  timeout 300 ./mcdma_verbs_conformance --gtest_brief=1 || fails=$((fails + 1))
 fi
 if [ -x ./mcdma_integration_tests ]; then
   mkdir -p "$build/daemon" "$build/client/tools" "$build/tests/integration"
