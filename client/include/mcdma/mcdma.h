@@ -126,7 +126,7 @@ void mcdma_close(mcdma_client* client);
 typedef struct mcdma_session_info {
   size_t struct_size;
   uint64_t session_id;
-  const char* app_name;        /* as the daemon lists it (mcdmactl sessions) */
+  const char* app_name;        /* the name sent to the daemon (mcdmactl sessions) */
   const char* host_id;         /* the daemon's host */
   const char* daemon_version;  /* e.g. "0.1.0" */
   const char* socket;          /* the control socket connected to */
