@@ -3,23 +3,10 @@
  * as C11 so the header is proven to be valid C. Exits 0 only if every check
  * passed; prints each failure. */
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "mcdma/mcdma.h"
-
-static int failures = 0;
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);        \
-      fprintf(stderr, __VA_ARGS__);                               \
-      fprintf(stderr, " (last error: %s)\n", mcdma_last_error()); \
-      failures++;                                                 \
-    }                                                             \
-  } while (0)
+#include "c_abi_check.h"
 
 static void upper(void* user, mcdma_call* call) {
   (void)user;
@@ -69,7 +56,7 @@ int main(void) {
   atomic_store(&async_done, 0);
   CHECK(mcdma_call_async(client, "c.upper", "async", 5, 0, on_done, &async_done) == MCDMA_OK,
         "call_async");
-  for (int i = 0; i < 5000 && atomic_load(&async_done) == 0; i++) usleep(1000);
+  for (int i = 0; i < 5000 && atomic_load(&async_done) == 0; i++) sleep_ms(1);
   CHECK(atomic_load(&async_done) == 1, "async completion");
 
   mcdma_buffer* exported = NULL;
@@ -126,6 +113,5 @@ int main(void) {
   mcdma_buffer_free(exported);
   mcdma_close(client);
   mcdma_close(server);
-  if (failures == 0) printf("c_abi_test: all checks passed\n");
-  return failures == 0 ? 0 : 1;
+  return FINISH("c_abi_test");
 }
