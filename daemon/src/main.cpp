@@ -13,7 +13,7 @@
 
 namespace {
 int Main(int argc, char** argv) {
-  using namespace mcdma::daemon;  // NOLINT(google-build-using-namespace)
+  using namespace mcdma::daemon;
   std::variant<CommandLine, int> parsed = ParseCommandLine(argc, argv);
   if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
   const CommandLine& command = std::get<CommandLine>(parsed);
