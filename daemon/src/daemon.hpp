@@ -2,12 +2,13 @@
 // Daemon::Start and stopped in the reverse order by ~Daemon. main() (and
 // the in-process test fixture) own one; signals are main's (stop_signals).
 //
-// Start order: the fabric key (a bad key stops the daemon before it serves
-// anything), the devices and the engine (MakeEngine), the control socket's
-// path, the engine thread, the peer plane, the control and admin services
-// and their gRPC server, the watchdog. Member order below is that order, so
-// destruction undoes it: watchdog, server (300 ms grace), services, peer
-// plane (Goodbye to peers), engine thread, socket file.
+// Start order: the fabric key and the devices and engine (MakeEngine), so
+// that a bad key or device stops the daemon before it touches the socket;
+// the control socket's path; the engine thread; the peer plane; the control
+// and admin services and their gRPC server; the watchdog. The members are
+// declared so that their destruction undoes it: watchdog, server (300 ms
+// grace), services, peer plane (Goodbye to peers), engine (its thread, then
+// its devices), socket file.
 #pragma once
 
 #include <grpcpp/server.h>

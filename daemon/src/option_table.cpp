@@ -1,6 +1,7 @@
 #include "option_table.hpp"
 
 #include <array>
+#include <type_traits>
 
 #include "mcdma_internal/mailbox_layout.hpp"
 

@@ -64,7 +64,7 @@ Status CheckBounds(const OptionSpec& row, const Options& options);
 // Copies the row's field from `from` to `to`.
 void CopyOption(const OptionSpec& row, const Options& from, Options& to);
 
-// The row's value in `options` as text ("50", "info"), for tests and --help.
+// The row's value in `options` as text ("50", "info").
 std::string OptionValueText(const OptionSpec& row, const Options& options);
 
 }  // namespace mcdma::daemon
