@@ -1,6 +1,8 @@
 // mcdma-rpcd's configuration: one Options struct, loaded from a TOML file
 // (--config) and overridden by command-line flags. Every field says its
-// default; Validate() names the offending field on error.
+// default; Validate() names the offending field on error. Each scalar field
+// is an option through one row of OptionTable() (option_table.hpp), which
+// gives its TOML key, flag, help and bounds.
 #pragma once
 
 #include <cstdint>
@@ -101,10 +103,12 @@ Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& text,
 // known). `where` prefixes errors (e.g. "peer[2]").
 Status ValidatePeer(const PeerConfig& peer, const std::string& where);
 
-// Loads a TOML file over `options` (keys documented in
-// systemd/rpcd.toml.example). Unknown keys are errors, so typos are caught.
+// Loads a TOML file over `options`: the keys of OptionTable() and [[peer]]
+// tables (documented in systemd/rpcd.toml.example). Unknown keys and values
+// of the wrong type are errors, so typos are caught; bounds are Validate()'s.
 Status LoadTomlFile(const std::string& path, Options& options);
-// Checks ranges and relations; fills host_id and socket defaults.
+// Checks each option's bounds (the table's), the relations between options
+// and the peers; fills host_id and socket defaults.
 Status Validate(Options& options);
 
 }  // namespace mcdma::daemon

@@ -1,0 +1,159 @@
+// Parts the Daemon owns, on their own: the control socket's file
+// (socket_path.hpp) and the service manager's watchdog (watchdog.hpp).
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "socket_path.hpp"
+#include "watchdog.hpp"
+
+namespace mcdma::daemon {
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "/daemon_parts_" + name + "_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// A bound Unix socket of `type` at `path`; -1 on failure. Caller closes it.
+int BindUnix(const std::string& path, int type) {
+  int fd = ::socket(AF_UNIX, type, 0);
+  if (fd < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(SocketPath, MakesThePrivateDirectoryAndRemovesTheSocketWhenDestroyed) {
+  std::string dir = FreshDir("make");
+  std::string path = dir + "/sub/rpcd.sock";
+  {
+    auto prepared = SocketPath::Prepare(path, "");
+    ASSERT_TRUE(prepared.ok()) << prepared.status().ToString();
+    EXPECT_EQ(prepared->path(), path);
+    struct stat st {};
+    ASSERT_EQ(stat((dir + "/sub").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, geteuid() == 0 ? 0750u : 0700u);
+    // What the gRPC server would bind, then the mode from the directory.
+    int fd = BindUnix(path, SOCK_STREAM);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    close(fd);
+    prepared->SetModeFromDirectory();
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, geteuid() == 0 ? 0660u : 0600u);
+    SocketPath moved = std::move(prepared).value();
+    EXPECT_TRUE(std::filesystem::exists(path));
+  }
+  EXPECT_FALSE(std::filesystem::exists(path)) << "the socket file outlived its SocketPath";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SocketPath, ReplacesAStaleSocketButNotALiveOne) {
+  std::string dir = FreshDir("stale");
+  std::filesystem::create_directories(dir);
+  std::string path = dir + "/rpcd.sock";
+  int stale = BindUnix(path, SOCK_STREAM);
+  ASSERT_GE(stale, 0) << std::strerror(errno);
+  close(stale);  // the file stays, nobody listens: a crashed daemon's
+  {
+    auto prepared = SocketPath::Prepare(path, "");
+    ASSERT_TRUE(prepared.ok()) << prepared.status().ToString();
+    EXPECT_FALSE(std::filesystem::exists(path)) << "the stale socket file is still there";
+  }
+  int live = BindUnix(path, SOCK_STREAM);
+  ASSERT_GE(live, 0) << std::strerror(errno);
+  ASSERT_EQ(listen(live, 4), 0);
+  auto refused = SocketPath::Prepare(path, "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kAlreadyExists);
+  EXPECT_NE(refused.status().message().find(path), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(path)) << "a refused Prepare removed a live socket";
+  close(live);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SocketPath, RefusesAPathLongerThanMacOsAllows) {
+  auto r = SocketPath::Prepare(::testing::TempDir() + "/" + std::string(120, 's'), "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("103"), std::string::npos) << r.status().ToString();
+}
+
+// The service manager's side: a datagram socket named by NOTIFY_SOCKET.
+class WatchdogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = FreshDir("watchdog");
+    std::filesystem::create_directories(dir_);
+    std::string path = dir_ + "/notify";
+    fd_ = BindUnix(path, SOCK_DGRAM);
+    ASSERT_GE(fd_, 0) << std::strerror(errno);
+    setenv("NOTIFY_SOCKET", path.c_str(), 1);
+    unsetenv("WATCHDOG_PID");
+  }
+  void TearDown() override {
+    unsetenv("NOTIFY_SOCKET");
+    unsetenv("WATCHDOG_USEC");
+    if (fd_ >= 0) close(fd_);
+    std::filesystem::remove_all(dir_);
+  }
+  // The next datagram within `timeout`; "" if none came.
+  std::string Receive(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(timeout.count())) != 1) return "";
+    char buf[256];
+    ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  }
+
+  std::string dir_;
+  int fd_ = -1;
+};
+
+TEST_F(WatchdogTest, PingsWhileTheEngineMovesAndNotWhenItIsStuck) {
+  setenv("WATCHDOG_USEC", "40000", 1);  // a ping every 20 ms
+  std::atomic<uint64_t> rounds{0};
+  {
+    Watchdog moving([&] { return rounds.fetch_add(1) + 1; });
+    EXPECT_EQ(Receive(std::chrono::milliseconds(2000)), "WATCHDOG=1");
+  }
+  while (!Receive(std::chrono::milliseconds(0)).empty()) {
+  }
+  {
+    Watchdog stuck([] { return uint64_t{7}; });
+    EXPECT_EQ(Receive(std::chrono::milliseconds(200)), "") << "a stuck engine earned a ping";
+  }
+}
+
+TEST_F(WatchdogTest, StopsAtOnceAndRunsNoThreadWithoutAWatchdog) {
+  setenv("WATCHDOG_USEC", "20000000", 1);  // would sleep 10 s between looks
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    Watchdog w([] { return uint64_t{0}; });
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  unsetenv("WATCHDOG_USEC");
+  std::atomic<int> looks{0};
+  {
+    Watchdog off([&] { return static_cast<uint64_t>(++looks); });
+  }
+  EXPECT_EQ(looks.load(), 0) << "no watchdog asked for, yet the engine was looked at";
+}
+
+}  // namespace
+}  // namespace mcdma::daemon

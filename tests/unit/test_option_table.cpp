@@ -1,0 +1,312 @@
+// The options table (daemon/src/option_table.hpp): every row is reachable
+// from the TOML file and from its flag, both set the same field, --help
+// lists it, its bounds name it, and the shipped example documents it.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "command_line.hpp"
+#include "option_table.hpp"
+#include "options.hpp"
+
+namespace mcdma::daemon {
+namespace {
+
+using Kind = OptionBounds::Kind;
+
+bool IsString(const OptionSpec& row) { return row.field.index() == 0; }
+
+// The largest value the row's field can hold.
+int64_t TypeMax(const OptionSpec& row) {
+  switch (row.field.index()) {
+    case 1:
+      return UINT32_MAX;
+    case 2:
+      return INT64_MAX;
+    default:
+      return INT32_MAX;
+  }
+}
+
+// A value for the row that is not its default and is within its bounds.
+std::string Sample(const OptionSpec& row) {
+  const Options defaults;
+  std::string current = OptionValueText(row, defaults);
+  const OptionBounds& b = row.bounds;
+  if (IsString(row)) {
+    if (b.kind == Kind::kOneOf || b.kind == Kind::kEmptyOrOneOf) {
+      for (std::string_view choice : b.choices) {
+        if (choice != current) return std::string(choice);
+      }
+    }
+    return "sample-" + std::string(row.key);
+  }
+  int64_t value = std::stoll(current);
+  std::vector<int64_t> candidates;
+  if (b.kind == Kind::kPowerOfTwo) {
+    candidates = {b.min * 2, b.min};
+  } else if (b.kind == Kind::kRange) {
+    candidates = {b.min + 1, b.min, value + 7};
+  } else {
+    candidates = {value + 7, value - 1};
+  }
+  for (int64_t c : candidates) {
+    bool in_bounds = b.kind == Kind::kNone || (c >= b.min && c <= b.max);
+    if (c != value && c >= 0 && in_bounds) return std::to_string(c);
+  }
+  ADD_FAILURE() << row.key << ": no sample value";
+  return current;
+}
+
+std::string TomlLine(const OptionSpec& row, const std::string& value) {
+  return std::string(row.key) + " = " + (IsString(row) ? "\"" + value + "\"" : value) + "\n";
+}
+
+class OptionTableTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& text) {
+    std::string path = ::testing::TempDir() + "/option_table_" + std::to_string(++files_) + ".toml";
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // Parses `args` as flags over a default Options.
+  static Options FromFlags(const std::vector<std::string>& args) {
+    CLI::App app;
+    Options flags;
+    AddOptionFlags(app, flags);
+    std::vector<const char*> argv = {"mcdma-rpcd"};
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    Options out;
+    ApplyGivenFlags(app, flags, out);
+    return out;
+  }
+
+  int files_ = 0;
+};
+
+TEST_F(OptionTableTest, EveryRowHasAKeyAFlagAndHelpEachUnique) {
+  const std::regex key_form("[a-z_]+(\\.[a-z_]+)?");
+  const std::regex flag_form("--[a-z][a-z-]+");
+  std::set<std::string_view> keys;
+  std::set<std::string_view> flags;
+  for (const OptionSpec& row : OptionTable()) {
+    EXPECT_TRUE(std::regex_match(std::string(row.key), key_form)) << row.key;
+    EXPECT_TRUE(std::regex_match(std::string(row.flag), flag_form)) << row.key << ": " << row.flag;
+    EXPECT_FALSE(row.help.empty()) << row.key;
+    EXPECT_TRUE(keys.insert(row.key).second) << row.key << " is in the table twice";
+    EXPECT_TRUE(flags.insert(row.flag).second) << row.flag << " is in the table twice";
+    EXPECT_EQ(FindOption(row.key), &row) << row.key;
+    bool string_bounds = row.bounds.kind == Kind::kOneOf || row.bounds.kind == Kind::kEmptyOrOneOf;
+    EXPECT_EQ(string_bounds, IsString(row) && row.bounds.kind != Kind::kNone) << row.key;
+  }
+  EXPECT_EQ(FindOption("no_such.key"), nullptr);
+  // The 36 keys the file took before the table, at least.
+  EXPECT_GE(keys.size(), 36u);
+  // No two rows set the same field.
+  std::span<const OptionSpec> table = OptionTable();
+  for (size_t i = 0; i < table.size(); ++i) {
+    for (size_t j = i + 1; j < table.size(); ++j) {
+      EXPECT_FALSE(table[i].field == table[j].field) << table[i].key << " and " << table[j].key;
+    }
+  }
+  // The flags the scripts and the Python tests use keep their names.
+  for (const char* flag :
+       {"--socket", "--host-id", "--log-level", "--spin-budget-us", "--arena-bytes",
+        "--max-buffer-bytes", "--default-timeout-ms", "--drain-timeout-ms", "--fabric-key",
+        "--listen", "--data-listen", "--heartbeat-ms", "--link-timeout-ms", "--reconnect-max-ms",
+        "--verbs-device", "--verbs-interface", "--verbs-profile"}) {
+    EXPECT_EQ(flags.count(flag), 1u) << flag;
+  }
+}
+
+// Each row alone: the file and the flag set its field, and nothing else.
+TEST_F(OptionTableTest, EachRowIsSetByTheFileAndByItsFlagAndNoOtherField) {
+  const Options defaults;
+  for (const OptionSpec& row : OptionTable()) {
+    std::string value = Sample(row);
+    Options from_file;
+    Status st = LoadTomlFile(Write(TomlLine(row, value)), from_file);
+    ASSERT_TRUE(st.ok()) << row.key << ": " << st.ToString();
+    Options from_flag = FromFlags({std::string(row.flag), value});
+    EXPECT_EQ(OptionValueText(row, from_file), value) << row.key;
+    EXPECT_EQ(OptionValueText(row, from_flag), value) << row.flag;
+    for (const OptionSpec& other : OptionTable()) {
+      if (&other == &row) continue;
+      EXPECT_EQ(OptionValueText(other, from_file), OptionValueText(other, defaults))
+          << row.key << " changed " << other.key;
+      EXPECT_EQ(OptionValueText(other, from_flag), OptionValueText(other, defaults))
+          << row.flag << " changed " << other.key;
+    }
+  }
+}
+
+// Every row at once: both paths give the same Options, field by field.
+TEST_F(OptionTableTest, TheFileAndTheFlagsSetTheSameFields) {
+  std::string toml;
+  std::vector<std::string> args;
+  for (const OptionSpec& row : OptionTable()) {
+    std::string value = Sample(row);
+    toml += TomlLine(row, value);
+    args.push_back(std::string(row.flag));
+    args.push_back(value);
+  }
+  Options from_file;
+  ASSERT_TRUE(LoadTomlFile(Write(toml), from_file).ok());
+  Options from_flags = FromFlags(args);
+  const Options defaults;
+  for (const OptionSpec& row : OptionTable()) {
+    EXPECT_EQ(OptionValueText(row, from_file), OptionValueText(row, from_flags)) << row.key;
+    EXPECT_NE(OptionValueText(row, from_file), OptionValueText(row, defaults)) << row.key;
+  }
+}
+
+TEST_F(OptionTableTest, HelpListsEveryFlagWithItsHelpKeyAndDefault) {
+  CLI::App app;
+  Options flags;
+  AddOptionFlags(app, flags);
+  std::string help = app.help();
+  for (const OptionSpec& row : OptionTable()) {
+    EXPECT_NE(help.find(std::string(row.help) + " (toml: " + std::string(row.key) + ")"),
+              std::string::npos)
+        << row.key;
+    // The flag's line shows its default: "--heartbeat-ms UINT=500".
+    size_t at = help.find(std::string(row.flag) + " ");
+    ASSERT_NE(at, std::string::npos) << row.flag;
+    std::string line = help.substr(at, help.find('\n', at) - at);
+    std::string value = OptionValueText(row, flags);
+    if (!value.empty()) EXPECT_NE(line.find("=" + value), std::string::npos) << line;
+  }
+  EXPECT_NE(help.find("--spin-budget-us UINT=50"), std::string::npos) << help;
+  EXPECT_NE(help.find("--log-level TEXT=info"), std::string::npos) << help;
+}
+
+TEST_F(OptionTableTest, FlagsOverrideTheFileOnlyWhereGiven) {
+  std::string config =
+      Write("log_level = \"debug\"\n[engine]\nspin_budget_us = 7\n[link]\nheartbeat_ms = 200\n");
+  std::string socket = ::testing::TempDir() + "/option_table.sock";
+  std::vector<const char*> argv = {
+      "mcdma-rpcd", "--config",     config.c_str(), "--log-level",         "warn",
+      "--socket",   socket.c_str(), "--peer",       "host-b=10.0.0.2,tcp", "--fabric-key",
+      "/k",         "--host-id",    "host-a"};
+  auto parsed = ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed));
+  const Options& o = std::get<CommandLine>(parsed).options;
+  EXPECT_EQ(o.log_level, "warn");
+  EXPECT_EQ(o.spin_budget_us, 7u);
+  EXPECT_EQ(o.heartbeat_ms, 200u);
+  EXPECT_EQ(o.socket, socket);
+  EXPECT_EQ(o.host_id, "host-a");
+  ASSERT_EQ(o.peers.size(), 1u);
+  EXPECT_EQ(o.peers[0].name, "host-b");
+  EXPECT_EQ(o.peers[0].address, "10.0.0.2");
+  EXPECT_EQ(o.peers[0].transport, "tcp");
+  EXPECT_FALSE(std::get<CommandLine>(parsed).check_only);
+
+  std::vector<const char*> bad = {"mcdma-rpcd", "--socket", socket.c_str(), "--max-backlog", "3"};
+  parsed = ParseCommandLine(static_cast<int>(bad.size()), bad.data());
+  ASSERT_TRUE(std::holds_alternative<int>(parsed));
+  EXPECT_EQ(std::get<int>(parsed), 2);
+  EXPECT_FALSE(ParsePeerFlag("host-b").ok());
+}
+
+// Each bound: the edges pass, one beyond fails naming the key and the value.
+TEST_F(OptionTableTest, BoundsNameTheKeyAndTheValue) {
+  int checked = 0;
+  for (const OptionSpec& row : OptionTable()) {
+    const OptionBounds& b = row.bounds;
+    if (b.kind == Kind::kNone) continue;
+    auto check = [&](const std::string& value) {
+      Options o;
+      EXPECT_TRUE(LoadTomlFile(Write(TomlLine(row, value)), o).ok()) << row.key << " " << value;
+      return CheckBounds(row, o);
+    };
+    if (IsString(row)) {
+      EXPECT_TRUE(check(std::string(b.choices.front())).ok()) << row.key;
+      Status st = check("nonsense");
+      EXPECT_EQ(st.code(), Code::kInvalid) << row.key;
+      EXPECT_EQ(st.message().rfind(std::string(row.key) + ": 'nonsense' is not one of ", 0), 0u)
+          << st.message();
+      EXPECT_EQ(check("").ok(), b.kind == Kind::kEmptyOrOneOf) << row.key;
+      ++checked;
+      continue;
+    }
+    EXPECT_TRUE(check(std::to_string(b.min)).ok()) << row.key;
+    if (b.max != kNoMax) EXPECT_TRUE(check(std::to_string(b.max)).ok()) << row.key;
+    std::vector<int64_t> outside;
+    if (b.min > (row.field.index() == 3 ? INT32_MIN : 0)) outside.push_back(b.min - 1);
+    if (b.max < TypeMax(row)) outside.push_back(b.max + 1);
+    if (b.kind == Kind::kPowerOfTwo) outside.push_back(b.min * 2 + 1);
+    ASSERT_FALSE(outside.empty()) << row.key << ": a bound that excludes nothing";
+    for (int64_t v : outside) {
+      Status st = check(std::to_string(v));
+      EXPECT_EQ(st.code(), Code::kInvalid) << row.key << " " << v;
+      EXPECT_EQ(st.message().rfind(std::string(row.key) + ": ", 0), 0u) << st.message();
+      EXPECT_NE(st.message().find("got " + std::to_string(v)), std::string::npos) << st.message();
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 15);
+}
+
+TEST_F(OptionTableTest, ValuesOfTheWrongTypeNameTheKey) {
+  for (const OptionSpec& row : OptionTable()) {
+    Options o;
+    Status st =
+        LoadTomlFile(Write(std::string(row.key) + (IsString(row) ? " = 3\n" : " = \"x\"\n")), o);
+    EXPECT_EQ(st.code(), Code::kInvalid) << row.key;
+    EXPECT_NE(st.message().find(std::string(row.key) + ": expected "), std::string::npos)
+        << st.message();
+  }
+  Options o;
+  Status st = LoadTomlFile(Write("[limits]\nmax_sessions = 4294967296\n"), o);
+  EXPECT_NE(st.message().find("limits.max_sessions: expected an integer at most 4294967295"),
+            std::string::npos)
+      << st.message();
+  st = LoadTomlFile(Write("[mailbox]\narena_bytes = -1\n"), o);
+  EXPECT_NE(st.message().find("mailbox.arena_bytes: expected a non-negative integer"),
+            std::string::npos)
+      << st.message();
+  st = LoadTomlFile(Write("[verbs]\ngid_index = -1\n"), o);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(o.verbs_gid_index, -1);
+}
+
+// systemd/rpcd.toml.example documents every key, and its active values are
+// the defaults, as it says.
+TEST_F(OptionTableTest, TheExampleConfigDocumentsEveryKeyAndHoldsTheDefaults) {
+  std::string path = std::string(MCDMA_TEST_DATA_DIR) + "/../../../systemd/rpcd.toml.example";
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  // Each line "name = ..." or "# name = ..." under its "[section]".
+  std::set<std::string> documented;
+  std::string section;
+  std::string line;
+  const std::regex header("^\\[([a-z_]+)\\]$");
+  const std::regex entry("^(# )?([a-z_]+) = .*$");
+  std::smatch m;
+  while (std::getline(text, line)) {
+    if (std::regex_match(line, m, header)) section = m[1];
+    if (std::regex_match(line, m, entry))
+      documented.insert(section.empty() ? m[2].str() : section + "." + m[2].str());
+  }
+  Options loaded;
+  Status st = LoadTomlFile(path, loaded);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const Options defaults;
+  for (const OptionSpec& row : OptionTable()) {
+    EXPECT_EQ(documented.count(std::string(row.key)), 1u) << row.key << " is not in " << path;
+    EXPECT_EQ(OptionValueText(row, loaded), OptionValueText(row, defaults)) << row.key;
+  }
+}
+
+}  // namespace
+}  // namespace mcdma::daemon
