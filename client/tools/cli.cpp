@@ -12,8 +12,8 @@
 #include "mcdma/client.hpp"
 #include "render.hpp"
 
-#ifndef MCDMA_VERSION
-#define MCDMA_VERSION "unknown"
+#ifndef MCDMA_VERSION_TEXT
+#define MCDMA_VERSION_TEXT "unknown"
 #endif
 
 namespace mcdma::tools {
@@ -70,7 +70,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       "links to peer hosts and its fabric key, check the host's setup (doctor)",
       "mcdmactl"};
   app.option_defaults()->always_capture_default();
-  app.set_version_flag("--version", std::string("mcdmactl ") + MCDMA_VERSION);
+  app.set_version_flag("--version", std::string("mcdmactl ") + MCDMA_VERSION_TEXT);
   app.require_subcommand(1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("mcdmactl: ") + e.what() + "\nRun 'mcdmactl --help' for usage.\n";

@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "mcdma/mcdma.h"
-
 namespace mcdma {
 namespace {
 
@@ -15,23 +13,6 @@ constexpr std::array<const char*, internal::kCodeCount> kCodeNames = {
 constexpr std::array<const char*, internal::kReasonCount> kReasonNames = {
     MCDMA_REASON_LIST(MCDMA_NAME_OF_)};
 #undef MCDMA_NAME_OF_
-
-// The C ABI's numbers are the C++ ones (both come from codes.h; this pins
-// it against an edit of either enum by hand).
-#define MCDMA_SAME_CODE_(name, value, cpp, meaning)                              \
-  static_assert(static_cast<int>(MCDMA_##name) == static_cast<int>(Code::cpp) && \
-                    static_cast<int>(Code::cpp) == (value),                      \
-                "mcdma_code MCDMA_" #name " differs from mcdma::Code::" #cpp);
-MCDMA_CODE_LIST(MCDMA_SAME_CODE_)
-#undef MCDMA_SAME_CODE_
-#define MCDMA_SAME_REASON_(name, value, cpp, meaning)                                     \
-  static_assert(static_cast<int>(MCDMA_REASON_##name) == static_cast<int>(Reason::cpp) && \
-                    static_cast<int>(Reason::cpp) == (value),                             \
-                "mcdma_reason MCDMA_REASON_" #name " differs from mcdma::Reason::" #cpp);
-MCDMA_REASON_LIST(MCDMA_SAME_REASON_)
-#undef MCDMA_SAME_REASON_
-static_assert(static_cast<int>(MCDMA_MAX_CODE) == static_cast<int>(kMaxCode));
-static_assert(static_cast<int>(MCDMA_MAX_REASON) == static_cast<int>(kMaxReason));
 
 template <size_t N>
 size_t IndexOf(const std::array<const char*, N>& names, std::string_view name) {

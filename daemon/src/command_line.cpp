@@ -54,7 +54,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   CommandLine command;
   app.add_flag("--check", command.check_only,
                "validate the configuration and flags, print the result, exit");
-  app.set_version_flag("--version", MCDMA_VERSION);
+  app.set_version_flag("--version", MCDMA_VERSION_TEXT);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

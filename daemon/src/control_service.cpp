@@ -69,7 +69,7 @@ grpc::Status ControlService::OpenSession(
   o->set_token(info.token);
   o->set_mailbox_segment(info.mailbox_segment);
   o->set_mailbox_bytes(info.mailbox_bytes);
-  o->set_daemon_version(MCDMA_VERSION);
+  o->set_daemon_version(MCDMA_VERSION_TEXT);
   o->set_host_id(engine_.options().host_id);
   bool ok = stream->Write(ev);
   // The session lives as long as the stream: read until the app closes it,

@@ -91,7 +91,7 @@ Status Daemon::StartAll() {
   server_.reset(builder.BuildAndStart().release());
   if (!server_) return Status(Code::kSystem, "cannot listen on " + options_.socket);
   socket_->SetModeFromDirectory();
-  log_->info("mcdma-rpcd {} serving on {} as host '{}' (transports: loop{})", MCDMA_VERSION,
+  log_->info("mcdma-rpcd {} serving on {} as host '{}' (transports: loop{})", MCDMA_VERSION_TEXT,
              options_.socket, options_.host_id,
              peers_ ? std::string(engine_->has_verbs() ? ", verbs" : "") + ", tcp; peers on " +
                           peers_->listen_address()

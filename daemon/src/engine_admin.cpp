@@ -11,7 +11,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 }  // namespace
 
 void Engine::FillStatus(v1::StatusReply* out) const {
-  out->set_version(MCDMA_VERSION);
+  out->set_version(MCDMA_VERSION_TEXT);
   out->set_host_id(options_.host_id);
   out->set_pid(static_cast<uint32_t>(getpid()));
   out->set_uptime_s(Seconds(Clock::now() - started_));

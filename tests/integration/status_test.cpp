@@ -32,7 +32,7 @@ TEST_F(StatusJson, StatusJsonReportsEverything) {
         "\"invalid_descriptors\"", "\"ring_faults\"", "\"sessions_reaped\""}) {
     EXPECT_NE(raw.find(key), std::string::npos) << key << " missing from status --json:\n" << raw;
   }
-  EXPECT_EQ(fresh.version(), MCDMA_VERSION);
+  EXPECT_EQ(fresh.version(), MCDMA_VERSION_TEXT);
   EXPECT_EQ(fresh.pid(), static_cast<uint32_t>(daemon()->pid()));
   EXPECT_EQ(fresh.socket(), socket());
   EXPECT_EQ(fresh.state(), "serving");
@@ -170,7 +170,7 @@ TEST_F(StatusJson, StatusJsonReportsEverything) {
   // The text form works too.
   CommandResult text = Ctl({"status"});
   EXPECT_EQ(text.exit_code(), 0) << text.Describe();
-  EXPECT_NE(text.out.find(MCDMA_VERSION), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(MCDMA_VERSION_TEXT), std::string::npos) << text.out;
 
   // Closing the client reaps its session and what it held.
   *local = Buffer();

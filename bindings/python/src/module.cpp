@@ -10,7 +10,7 @@
 
 PYBIND11_MODULE(_mcdma, m) {
   m.doc() = "libmcdma for Python (the C++ layer of the mcdma package; use mcdma.Client).";
-  m.attr("__version__") = MCDMA_VERSION;
+  m.attr("__version__") = MCDMA_VERSION_TEXT;
   mcdma::python::BindErrors(m);
   mcdma::python::BindBuffer(m);
   mcdma::python::BindTypes(m);

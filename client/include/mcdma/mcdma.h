@@ -46,6 +46,11 @@ typedef struct mcdma_call mcdma_call;     /* an incoming call (handler argument)
 /* "TIMEOUT", "OUT_OF_RANGE", ... */
 const char* mcdma_code_name(mcdma_code code);
 const char* mcdma_last_error(void);
+/* This thread's last failure's reason (MCDMA_REASON_NONE when it had none):
+ * what a program decides on; the text of mcdma_last_error() is for people. */
+mcdma_reason mcdma_last_reason(void);
+/* "NO_SUCH_SERVICE", ...; "UNKNOWN" for other values. */
+const char* mcdma_reason_name(mcdma_reason reason);
 
 /* The library's MCDMA_VERSION and MCDMA_ABI_VERSION. A program built against
  * this header runs with any library of the same MCDMA_ABI_VERSION; functions

@@ -145,7 +145,7 @@ v1::PeerHelloRequest LinkManager::HelloRequest() const {
   v1::PeerHelloRequest req;
   req.add_protocol_versions(kProtocolVersion);
   req.set_host_id(options_.host_id);
-  req.set_daemon_version(MCDMA_VERSION);
+  req.set_daemon_version(MCDMA_VERSION_TEXT);
   req.add_capabilities("one-sided");
   OfferTransports(req.mutable_transports());
   req.set_instance_id(instance_id_);

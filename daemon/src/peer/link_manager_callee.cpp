@@ -33,7 +33,7 @@ v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerH
   v1::PeerHelloReply rep = {};
   rep.set_protocol_version(1);
   rep.set_host_id(options_.host_id);
-  rep.set_daemon_version(MCDMA_VERSION);
+  rep.set_daemon_version(MCDMA_VERSION_TEXT);
   rep.add_capabilities("one-sided");
   OfferTransports(rep.mutable_transports());
   rep.set_instance_id(instance_id_);
