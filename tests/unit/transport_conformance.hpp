@@ -42,7 +42,11 @@ enum class Feature : uint8_t {
   kForcedCaps,          // MakeDevice honours forced limits
   kOffsetAddresses,     // MemoryRegion::RemoteAddr(offset) == offset
   kRemoteErrorKeepsUp,  // a refused remote access leaves the connection up
-  kSelfConnectRefused   // Connect with the endpoint's own info is kInvalid
+  kSelfConnectRefused,  // Connect with the endpoint's own info is kInvalid
+  kDistinctKeys,        // a region's lkey and rkey differ
+  kSendMeetsRecv        // a SEND completes only once it met the peer's RECV
+                        // (waiting while none is posted, failing with one
+                        // that is too small)
 };
 
 // How the suite reaches one transport. Owned by the instantiation; used on

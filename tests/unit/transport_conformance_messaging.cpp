@@ -13,6 +13,7 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 TEST_P(TransportConformance, SendWaitsForPostedRecv) {
+  MCDMA_REQUIRE_FEATURE(Feature::kSendMeetsRecv);
   std::vector<uint8_t> src = Pattern(200, 5);
   std::vector<uint8_t> dst(256, 0);
   auto src_region = Register(a_dev(), src, kAccessLocal);
@@ -65,6 +66,7 @@ TEST_P(TransportConformance, SendConsumesOldestRecvFirst) {
 }
 
 TEST_P(TransportConformance, SendLargerThanRecvFailsBothOutOfRange) {
+  MCDMA_REQUIRE_FEATURE(Feature::kSendMeetsRecv);
   std::vector<uint8_t> src = Pattern(64, 1);
   std::vector<uint8_t> dst(64, 0);
   auto src_region = Register(a_dev(), src, kAccessLocal);
@@ -89,6 +91,7 @@ TEST_P(TransportConformance, SendLargerThanRecvFailsBothOutOfRange) {
 }
 
 TEST_P(TransportConformance, WaitingSendHoldsBackLaterRequests) {
+  MCDMA_REQUIRE_FEATURE(Feature::kSendMeetsRecv);
   std::vector<uint8_t> src = Pattern(32, 1);
   std::vector<uint8_t> remote(32, 0);
   std::vector<uint8_t> inbox(32, 0);

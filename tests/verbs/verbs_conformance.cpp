@@ -5,7 +5,9 @@
 // and tcp is skipped with the reason: forced limits (a verbs device's come
 // from the device and its profile), offset addresses (verbs names remote
 // memory by virtual address), refusing a self-connect (a QP may be
-// connected to itself) and, over RC, a connection that stays up after
+// connected to itself), distinct lkeys and rkeys (an MR's may be equal),
+// SENDs that wait for and fail with the peer's RECV (a SEND completes once
+// it is in the peer's receive ring) and, over RC, a connection that stays up after
 // the peer's NIC refused a remote access (the QP goes to the error state).
 #include <gtest/gtest.h>
 
@@ -60,6 +62,10 @@ class VerbsFactory final : public conformance::TransportFactory {
     if (feature == Feature::kOffsetAddresses) return "verbs names remote memory by virtual address";
     if (feature == Feature::kSelfConnectRefused) {
       return "a QP may be connected to itself; verbs does not refuse it";
+    }
+    if (feature == Feature::kDistinctKeys) return "an MR's lkey may be its rkey";
+    if (feature == Feature::kSendMeetsRecv) {
+      return "a SEND completes once it is in the peer's receive ring; RECVs are matched there";
     }
     if (feature == Feature::kRemoteErrorKeepsUp && profile_ != kProfileAppleTb5) {
       return "over RC a refused remote access takes the QP to the error state";
