@@ -15,6 +15,7 @@
 #include "link_render.hpp"
 #include "mcdma/v1/admin.grpc.pb.h"
 #include "mcdmactl_test_support.hpp"
+#include "rpc/rpc_status.hpp"
 
 namespace mcdma::tools {
 namespace {
@@ -220,24 +221,22 @@ TEST_F(McdmactlLinksTest, TestJsonMergesRequestReplyAndStatistics) {
 }
 
 TEST_F(McdmactlLinksTest, DaemonRefusalsPrintTheirCodeAndExitOne) {
-  fake_.refuse = grpc::Status(grpc::StatusCode::NOT_FOUND, "NOT_FOUND: no link to mac-9");
+  fake_.refuse = rpc::ToGrpc(Status(Code::kNotFound, "no link to mac-9"));
   Outcome r = Run({"link", "remove", "mac-9"});
   EXPECT_EQ(r.code, kExitFailure);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "mcdmactl: link remove failed: NOT_FOUND: no link to mac-9\n");
   // UNAVAILABLE from the daemon is about the link, not about reaching it.
-  fake_.refuse = grpc::Status(grpc::StatusCode::UNAVAILABLE, "LINK_DOWN: link to spark-2 is down");
+  fake_.refuse = rpc::ToGrpc(Status(Code::kLinkDown, "link to spark-2 is down"));
   r = Run({"link", "test", "spark-2"});
   EXPECT_EQ(r.code, kExitFailure);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "mcdmactl: link test failed: LINK_DOWN: link to spark-2 is down\n");
-  fake_.refuse =
-      grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "INVALID: address 'x:99999': bad port");
+  fake_.refuse = rpc::ToGrpc(Status(Code::kInvalid, "address 'x:99999': bad port"));
   r = Run({"link", "add", "spark-3", "x:99999"});
   EXPECT_EQ(r.code, kExitFailure);
   EXPECT_EQ(r.err, "mcdmactl: link add failed: INVALID: address 'x:99999': bad port\n");
-  fake_.refuse =
-      grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "ALREADY_EXISTS: spark-2 is already linked");
+  fake_.refuse = rpc::ToGrpc(Status(Code::kAlreadyExists, "spark-2 is already linked"));
   r = Run({"link", "add", "spark-2", "10.0.0.2"});
   EXPECT_EQ(r.code, kExitFailure);
   EXPECT_EQ(r.err, "mcdmactl: link add failed: ALREADY_EXISTS: spark-2 is already linked\n");
