@@ -162,8 +162,8 @@ void Engine::Sleep() {
   if (!HasWork() && !stop_.load()) {
     Clock::time_point now = Clock::now();
     Clock::duration timeout = kMaxSleep;
-    if (!call_deadlines_.empty())
-      timeout = std::min<Clock::duration>(timeout, call_deadlines_.top().first - now);
+    if (auto next = calls_.NextDeadline())
+      timeout = std::min<Clock::duration>(timeout, *next - now);
     timeout = std::min<Clock::duration>(timeout, last_sweep_ + kSweepInterval - now);
     // Backlogged apps free ring space without ringing us; sessions beyond
     // the futex_waitv limit are looked at by polling.
@@ -175,12 +175,8 @@ void Engine::Sleep() {
 }
 
 void Engine::ExpireDeadlines(Clock::time_point now) {
-  while (!call_deadlines_.empty() && call_deadlines_.top().first <= now) {
-    uint64_t call_id = call_deadlines_.top().second;
-    call_deadlines_.pop();
-    auto it = calls_.find(call_id);
-    if (it == calls_.end() || it->second.deadline > now) continue;
-    FailCall(call_id, Code::kTimeout, "no reply before the deadline");
+  for (auto& [id, call] : calls_.TakeExpired(now)) {
+    (void)AnswerCaller(call, Code::kTimeout, AsBytes("no reply before the deadline"));
   }
   for (auto& [id, op] : transfers_) {
     if (!op.completed && op.deadline <= now && op.error == Code::kOk) {

@@ -29,6 +29,8 @@
 #include <unordered_map>
 
 #include "driver/transport.hpp"
+#include "engine/calls.hpp"
+#include "engine/links.hpp"
 #include "link.hpp"
 #include "mcdma/v1/admin.pb.h"
 #include "mcdma/v1/peer.pb.h"
@@ -77,6 +79,23 @@ struct ResolveInfo {
   uint64_t length = 0;
   bool allow_read = false;
   bool allow_write = false;
+};
+
+// What an export grants a peer that resolved it (PeerService converts it
+// to the peer protocol's reply).
+struct PeerGrant {
+  uint64_t export_id = 0;
+  uint64_t length = 0;
+  bool allow_read = false;
+  bool allow_write = false;
+  struct Piece {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint32_t rkey = 0;
+    uint64_t addr = 0;
+  };
+  std::vector<Piece> pieces;              // offset order, covering [0, length)
+  std::optional<uint64_t> expires_in_ms;  // with a TTL; at least 1
 };
 
 // Per-operation counters (status): index by shm::Op.
@@ -139,8 +158,8 @@ class Engine {
 
   // ---- Links (engine_link.cpp, engine_peer.cpp); engine thread only ----
   bool has_link_device() const { return link_device_ != nullptr; }
-  // `transport`: "tcp" or "verbs".
-  Result<std::unique_ptr<driver::Endpoint>> CreateLinkEndpoint(const std::string& transport);
+  // `transport`: tcp or verbs.
+  Result<std::unique_ptr<driver::Endpoint>> CreateLinkEndpoint(Transport transport);
   bool has_verbs() const { return verbs_device_ != nullptr; }
   // Fixed after construction: readable from any thread.
   const LocalVerbsInfo& verbs_info() const { return verbs_info_; }
@@ -165,8 +184,8 @@ class Engine {
   void CancelEcho(uint64_t seq);
   // Peer plane, callee side: an app's export / service for `peer_host`,
   // registered with the device of `transport` ("tcp" or "verbs").
-  Status ResolveForPeer(const std::string& peer_host, const std::string& name,
-                        const std::string& transport, v1::PeerResolveExportReply* out);
+  Result<PeerGrant> ResolveForPeer(const std::string& peer_host, const std::string& name,
+                                   Transport transport);
   Result<uint64_t> LookupForPeer(const std::string& service) const;
   // Peer plane, caller side: records what a peer answered for a session.
   Result<ResolveInfo> AddPeerHandle(uint64_t session, PeerExport peer_export);
@@ -195,8 +214,6 @@ class Engine {
   // engine_submit.cpp: one submission ring batch and each opcode.
   bool ProcessSubmissions(Session& s);
   void Handle(Session& s, const shm::SubmitDesc& d, uint32_t index);
-  void HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way);
-  void HandleReply(Session& s, const shm::SubmitDesc& d);
   void HandleRelease(Session& s, const shm::SubmitDesc& d);
   void Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
                 uint64_t bytes = 0, std::span<const std::byte> payload = {});
@@ -210,7 +227,6 @@ class Engine {
   // Ends a misbehaving session: marks its mailbox closed and cancels its
   // stream; the stream's handler then reaps it through CloseSession.
   void Evict(Session& s, Code reason, const std::string& message);
-  void FailCall(uint64_t call_id, Code code, const std::string& message);
   Clock::time_point DeadlineFor(const shm::SubmitDesc& d) const;
 
   // engine_transfer.cpp: READ/WRITE through the transport.
@@ -234,10 +250,25 @@ class Engine {
   void FailLink(EngineLink& l, Code code, const std::string& why);
   void OnFragment(EngineLink& l, uint32_t slot, uint32_t len);
   void Dispatch(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+
+  // engine_calls.cpp: calls, one path whoever the caller and the server.
+  void HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way);
+  void HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way, const PeerService& ps);
   void OnIncomingCall(EngineLink& l, const link_wire::Header& h,
                       std::span<const std::byte> payload);
+  // Offers a call to a service of this host: posts it to the serving app's
+  // inbox and books it (not a one-way one). Returns the call id (0 for a
+  // one-way call), or why the call cannot be delivered.
+  Result<uint64_t> OfferToService(const CallCaller& caller, uint64_t service_id,
+                                  std::span<const std::byte> payload, Clock::time_point deadline,
+                                  uint32_t timeout_us, bool one_way);
+  void HandleReply(Session& s, const shm::SubmitDesc& d);
   void OnReply(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
-  void HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way, const PeerService& ps);
+  // Gives a taken call's outcome to its caller (a completion for an app
+  // here, a kReply for a peer). An error's payload is its message. Returns
+  // why the outcome did not fit the way back (the caller is told that).
+  Status AnswerCaller(const PendingCall& call, Code code, std::span<const std::byte> payload);
+  void FailCall(uint64_t call_id, Code code, const std::string& message);
 
   void ExpireDeadlines(Clock::time_point now);
   void Sweep(Clock::time_point now);
@@ -256,17 +287,10 @@ class Engine {
   std::unique_ptr<driver::Device> link_device_;
   std::unique_ptr<driver::Device> verbs_device_;
   LocalVerbsInfo verbs_info_;
-  std::map<uint64_t, std::unique_ptr<EngineLink>> links_;
-  std::atomic<bool> link_pending_{false};        // set by the link transport's thread
-  std::map<std::string, LinkStats> link_stats_;  // by peer + "/" + origin; never erased
+  LinkTable links_;
+  std::atomic<bool> link_pending_{false};  // set by the link transport's thread
   std::function<void(uint64_t, const std::string&)> on_link_down_;
   std::unordered_map<uint64_t, PeerService> peer_services_;  // by local service id
-  struct EchoWaiter {
-    uint64_t link = 0;
-    std::string payload;
-    std::function<void(Result<std::string>)> done;
-  };
-  std::unordered_map<uint64_t, EchoWaiter> echoes_;
 
   std::thread thread_;
   std::atomic<bool> stop_{false};
@@ -287,10 +311,7 @@ class Engine {
   std::map<std::string, std::shared_ptr<ExportRecord>> exports_;
   std::unordered_map<uint64_t, ServiceRecord> services_;
   std::unordered_map<std::string, uint64_t> service_names_;
-  std::unordered_map<uint64_t, PendingCall> calls_;
-  std::priority_queue<std::pair<Clock::time_point, uint64_t>,
-                      std::vector<std::pair<Clock::time_point, uint64_t>>, std::greater<>>
-      call_deadlines_;
+  CallTable calls_;
   std::map<uint64_t, TransferOp> transfers_;
   // Verbs registrations of removed exports, kept (with their memory) until
   // every verbs peer that resolved the export acknowledged the kRevoke:

@@ -126,17 +126,8 @@ void Engine::CloseSession(uint64_t id, Code reason) {
   if (!s->closing) s->MarkClosed(reason);
   s->closing = true;
   // Calls this session serves fail for their callers; its own calls vanish.
-  std::vector<uint64_t> served;
-  for (auto it = calls_.begin(); it != calls_.end();) {
-    if (it->second.server == id) {
-      served.push_back(it->first);
-      ++it;
-    } else if (it->second.caller == id) {
-      it = calls_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  std::vector<uint64_t> served = calls_.ServedBy(id);
+  calls_.DropCalledBy(id);
   for (uint64_t call : served) FailCall(call, Code::kPeerGone, "the serving app's session ended");
   for (uint64_t sid : s->services) {
     auto svc = services_.find(sid);
@@ -290,7 +281,7 @@ void Engine::RemoveExport(const std::string& name, Code reason) {
       h.type = link_wire::MsgType::kRevoke;
       h.target = e.id;
       SendMessage(*l, h, {});
-      if (l->verbs) drain.waiting.insert(l->id);
+      if (l->verbs()) drain.waiting.insert(l->id);
     }
   }
   if (!e.peer_access_verbs.empty() && !drain.waiting.empty()) {

@@ -115,14 +115,14 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
                 "' was resolved; resolve it again");
     return;
   }
-  if (target->transport != (l->verbs ? "verbs" : "tcp")) {
+  if (target->transport != l->spec.transport) {
     Decline(s, d, Code::kRevoked,
             "export '" + target->name + "' on '" + target->peer + "' was resolved for a " +
-                target->transport + " link; the link now uses " + (l->verbs ? "verbs" : "tcp") +
-                ": resolve it again");
+                std::string(TransportName(target->transport)) + " link; the link now uses " +
+                std::string(TransportName(l->spec.transport)) + ": resolve it again");
     return;
   }
-  if (l->verbs && buf->verbs.empty()) {
+  if (l->verbs() && buf->verbs.empty()) {
     // Registered with the RDMA device at its first use there: a profile
     // that allows few registrations is not spent on buffers never sent.
     auto reg =
@@ -134,7 +134,7 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
     }
     buf->verbs = std::move(reg).value();
   }
-  if (!l->verbs && buf->link.empty()) {
+  if (!l->verbs() && buf->link.empty()) {
     Decline(s, d, Code::kUnavailable,
             "buffer " + std::to_string(buf->id) +
                 " was allocated before peering started; allocate anew");
@@ -172,7 +172,7 @@ bool Engine::PostTransferPieces(TransferOp& op) {
   }
   const driver::Caps& caps = conn->caps();
   const Registration& local_reg = link == nullptr ? op.local->local
-                                  : link->verbs   ? op.local->verbs
+                                  : link->verbs() ? op.local->verbs
                                                   : op.local->link;
   bool did = false;
   // The send queue's room: a link's receive slots sit in the other queue.
@@ -234,7 +234,7 @@ void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_li
     // looks the same, so the honest answer is the link's.
     if (over_link && wc.code == Code::kPermissionDenied && op.peer) {
       const EngineLink* l = FindLink(op.link);
-      if (l != nullptr && l->verbs && l->conn->caps().one_sided) {
+      if (l != nullptr && l->verbs() && l->conn->caps().one_sided) {
         op.error = Code::kLinkDown;
         op.error_detail = "the NIC of '" + op.peer->peer + "' refused the access to export '" +
                           op.peer->name +

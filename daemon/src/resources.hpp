@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "driver/transport.hpp"
+#include "link.hpp"
 #include "mcdma_internal/shm_segment.hpp"
 
 namespace mcdma::daemon {
@@ -102,8 +103,8 @@ struct PeerExport {
   std::string peer;
   std::string peer_instance;  // the peer daemon instance that granted it
   std::string name;
-  std::string transport = "tcp";  // the pieces are for links of this transport
-  uint64_t export_id = 0;         // the peer's id
+  Transport transport = Transport::kTcp;  // the pieces are for links of this transport
+  uint64_t export_id = 0;                 // the peer's id
   uint64_t length = 0;
   bool allow_read = false;
   bool allow_write = false;
@@ -147,21 +148,6 @@ struct ServiceRecord {
   uint64_t id = 0;
   std::string name;
   uint64_t session = 0;
-};
-
-// A call awaiting its reply. Local: caller and server are sessions here.
-// Outgoing (to a peer): server is 0 and `link` carries it. Incoming (from a
-// peer): caller is 0, caller_tag is the peer's call id, and the reply goes
-// back on `link`.
-struct PendingCall {
-  uint64_t caller = 0;  // session id
-  uint64_t caller_tag = 0;
-  uint64_t server = 0;  // session id
-  uint64_t service = 0;
-  Clock::time_point deadline;
-  uint64_t link = 0;     // engine link id; 0 for a local call
-  bool one_way = false;  // an outgoing NOTIFY awaiting the peer's ack
-  uint64_t bytes = 0;    // an outgoing NOTIFY's payload length
 };
 
 // A one-sided transfer in progress, cut into pieces posted on the transport.

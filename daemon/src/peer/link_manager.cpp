@@ -249,7 +249,8 @@ Status LinkManager::ConnectOnce(Entry* e) {
       return 0;
     });
   }
-  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(choice.transport); });
+  auto ep =
+      engine_.Run([&] { return engine_.CreateLinkEndpoint(LinkTransport(choice.transport)); });
   if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
   MCDMA_RETURN_IF_ERROR(ep->status());
   std::unique_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
@@ -280,7 +281,12 @@ Status LinkManager::ConnectOnce(Entry* e) {
     return Status(conn.status().code(), "data connection to '" + name + "' over " +
                                             choice.transport + ": " + conn.status().message());
   }
-  LinkSpec spec{name, "out", generation, hello.instance_id(), crep.slot_bytes(), choice.transport};
+  LinkSpec spec{name,
+                LinkOrigin::kOut,
+                generation,
+                hello.instance_id(),
+                crep.slot_bytes(),
+                LinkTransport(choice.transport)};
   // Installed and recorded in one engine step: a link-down report (also on
   // the engine thread) cannot fall in between.
   auto installed = engine_.Run([&]() -> Status {

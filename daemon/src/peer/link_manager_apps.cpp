@@ -98,7 +98,7 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
   PeerExport pe;
   pe.peer = peer;
   pe.name = name;
-  pe.transport = transport;
+  pe.transport = LinkTransport(transport);
   pe.export_id = rep.export_id();
   pe.length = rep.length();
   pe.allow_read = rep.allow_read();
@@ -239,7 +239,7 @@ void LinkManager::Fill(v1::LinksReply* out) {
       c->set_downs(e->downs);
       c->set_reconnects(e->reconnects);
       if (!snaps) continue;
-      std::string origin = e->origin == "incoming" ? "in" : "out";
+      LinkOrigin origin = e->origin == "incoming" ? LinkOrigin::kIn : LinkOrigin::kOut;
       for (const LinkSnapshot& s : *snaps) {
         if (s.peer != name || s.origin != origin) continue;
         if (s.id != 0) li->set_inflight(s.inflight);
@@ -298,7 +298,7 @@ Result<v1::LinkTestReply> LinkManager::Test(const std::string& peer, uint32_t by
                                          std::to_string(at) + " of " +
                                          std::to_string(payload.size()));
     }
-    rep.set_transport(used.transport);
+    rep.set_transport(std::string(TransportName(used.transport)));
     rep.set_generation(used.generation);
     rep.add_rtt_us(std::chrono::duration<double, std::micro>(end - start).count());
   }

@@ -75,7 +75,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     std::string remote_host = source_ip.empty() ? "127.0.0.1" : source_ip;
     MCDMA_ASSIGN_OR_RETURN(remote, driver::tcp::RebaseEndpointInfo(remote, remote_host));
   }
-  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(req.transport()); });
+  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(LinkTransport(req.transport())); });
   if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
   MCDMA_RETURN_IF_ERROR(ep->status());
   std::shared_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
@@ -126,7 +126,8 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
            auto conn = endpoint->Connect(remote);
            Status st = conn.status();
            if (st.ok()) {
-             LinkSpec spec{host, "in", generation, instance, remote_slot_bytes, transport};
+             LinkSpec spec{host,     LinkOrigin::kIn,   generation,
+                           instance, remote_slot_bytes, LinkTransport(transport)};
              // Installed and recorded in one engine step: a link-down
              // report (also on the engine thread) cannot fall in between.
              auto r = engine_.Run([&]() -> Status {
