@@ -124,7 +124,7 @@ Status RunDaemon(const Options& options) {
   }
   MCDMA_RETURN_IF_ERROR(PrepareSocketPath(options.socket, options.socket_group));
   MCDMA_ASSIGN_OR_RETURN(auto device, driver::loop::CreateLoopDevice());
-  Engine engine(options, std::move(device), std::move(link_device), std::move(verbs.device),
+  Engine engine(options, {std::move(device), std::move(link_device), std::move(verbs.device)},
                 verbs.info);
   MCDMA_RETURN_IF_ERROR(engine.Start());
 

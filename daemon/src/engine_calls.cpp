@@ -23,18 +23,17 @@ Result<uint64_t> Engine::OfferToService(const CallCaller& caller, uint64_t servi
                                         std::span<const std::byte> payload,
                                         Clock::time_point deadline, uint32_t timeout_us,
                                         bool one_way) {
-  auto svc = services_.find(service_id);
-  if (svc == services_.end()) {
+  const ServiceRecord* svc = registry_.FindService(service_id);
+  if (svc == nullptr) {
     return Status(Code::kNotFound, "no service with id " + std::to_string(service_id) +
                                        " (unserved, or its app exited)");
   }
-  Session* server = FindSession(svc->second.session);
+  Session* server = FindSession(svc->session);
   if (server == nullptr || server->closing)
-    return Status(Code::kPeerGone, "the app serving '" + svc->second.name + "' is gone");
+    return Status(Code::kPeerGone, "the app serving '" + svc->name + "' is gone");
   if (payload.size() > server->geometry().daemon_arena_bytes) {
     std::string why = "payload of " + std::to_string(payload.size()) +
-                      " bytes is larger than the arena of the app serving '" + svc->second.name +
-                      "'";
+                      " bytes is larger than the arena of the app serving '" + svc->name + "'";
     // An app here is told the size it ran into.
     if (std::holds_alternative<SessionCaller>(caller))
       why += " (" + std::to_string(server->geometry().daemon_arena_bytes) + " bytes)";
@@ -44,7 +43,7 @@ Result<uint64_t> Engine::OfferToService(const CallCaller& caller, uint64_t servi
   shm::EventDesc ev{};
   ev.kind = static_cast<uint8_t>(one_way ? shm::EventKind::kIncomingNotify
                                          : shm::EventKind::kIncomingCall);
-  ev.service_id = svc->first;
+  ev.service_id = svc->id;
   ev.source = from != nullptr ? from->session : 0;  // 0: another host
   ev.timeout_us = timeout_us;
   uint64_t call_id = 0;
@@ -53,9 +52,9 @@ Result<uint64_t> Engine::OfferToService(const CallCaller& caller, uint64_t servi
     ev.call_id = call_id;
   }
   if (!server->Post(/*inbox=*/true, ev, payload, options_.max_backlog))
-    return Status(Code::kBusy, "the inbox of '" + svc->second.name + "' is full");
+    return Status(Code::kBusy, "the inbox of '" + svc->name + "' is full");
   if (!one_way)
-    calls_.Add(call_id, PendingCall{caller, SessionServer{server->id(), svc->first}, deadline});
+    calls_.Add(call_id, PendingCall{caller, SessionServer{server->id(), svc->id}, deadline});
   return call_id;
 }
 

@@ -27,13 +27,14 @@ constexpr uint32_t kMaxEchoBytes = 64U << 20;
 }  // namespace
 
 Result<std::unique_ptr<driver::Endpoint>> Engine::CreateLinkEndpoint(Transport transport) {
-  if (!link_device_) return Status(Code::kUnavailable, "peering is off (no fabric key)");
+  if (device(Transport::kTcp) == nullptr)
+    return Status(Code::kUnavailable, "peering is off (no fabric key)");
   if (transport == Transport::kVerbs) {
-    if (!verbs_device_)
+    if (device(Transport::kVerbs) == nullptr)
       return Status(Code::kUnavailable, "no verbs transport here: " + verbs_info_.reason);
-    return verbs_device_->CreateEndpoint();
+    return device(Transport::kVerbs)->CreateEndpoint();
   }
-  return link_device_->CreateEndpoint();
+  return device(Transport::kTcp)->CreateEndpoint();
 }
 
 Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
@@ -50,7 +51,7 @@ Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
   l->id = next_id_++;
   l->spec = spec;
   l->conn = std::move(conn);
-  l->device = l->verbs() ? verbs_device_.get() : link_device_.get();
+  l->device = device(spec.transport);
   if (l->device == nullptr)
     return Status(Code::kInvalid,
                   "no device for a " + std::string(TransportName(spec.transport)) + " link");
@@ -113,10 +114,7 @@ void Engine::DropLink(uint64_t link_id, Code code, const std::string& why) {
                               l->spec.peer, OriginName(l->spec.origin), l->spec.generation,
                               CodeName(code), why);
   // Its queue pair is gone: no late access can come from it.
-  for (auto d = revoked_regions_.begin(); d != revoked_regions_.end();) {
-    d->second.waiting.erase(link_id);
-    d = d->second.waiting.empty() ? revoked_regions_.erase(d) : std::next(d);
-  }
+  registry_.LinkGone(link_id);
   std::erase_if(revoke_acks_, [link_id](const auto& ack) { return ack.first == link_id; });
   std::string msg = "link to '" + l->spec.peer + "' went down: " + why;
   for (uint64_t cid : calls_.OnLink(link_id)) {
@@ -313,10 +311,7 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
       }
       break;
     case link_wire::MsgType::kRevokeAck:
-      if (auto d = revoked_regions_.find(h.target); d != revoked_regions_.end()) {
-        d->second.waiting.erase(l.id);
-        if (d->second.waiting.empty()) revoked_regions_.erase(d);  // deregisters
-      }
+      registry_.AckDrain(h.target, l.id);
       break;
     case link_wire::MsgType::kEcho: {
       link_wire::Header r;

@@ -66,35 +66,34 @@ Result<ResolveInfo> Engine::AddPeerHandle(uint64_t session, PeerExport peer_expo
 }
 
 Result<uint64_t> Engine::LookupForPeer(const std::string& service) const {
-  auto it = service_names_.find(service);
-  if (it == service_names_.end())
+  std::optional<uint64_t> id = registry_.ServiceNamed(service);
+  if (!id)
     return Status(Code::kNotFound,
                   "no service '" + service + "' on host '" + options_.host_id + "'");
-  return it->second;
+  return *id;
 }
 
 Result<PeerGrant> Engine::ResolveForPeer(const std::string& peer_host, const std::string& name,
                                          Transport transport) {
-  auto it = exports_.find(name);
-  if (it == exports_.end() || it->second->revoked)
+  std::shared_ptr<ExportRecord> found = registry_.FindExport(name);
+  if (!found || found->revoked)
     return Status(Code::kNotFound, "no export '" + name + "' on host '" + options_.host_id + "'");
-  ExportRecord& e = *it->second;
+  ExportRecord& e = *found;
   if (std::find(e.allowed_peers.begin(), e.allowed_peers.end(), peer_host) ==
       e.allowed_peers.end()) {
     return Status(Code::kPermissionDenied,
                   "export '" + name + "' is not granted to host '" + peer_host + "'");
   }
-  if (!link_device_) return Status(Code::kUnavailable, "peering is off");
-  const bool verbs = transport == Transport::kVerbs;
-  if (verbs && !verbs_device_)
+  if (device(Transport::kTcp) == nullptr) return Status(Code::kUnavailable, "peering is off");
+  if (transport == Transport::kVerbs && device(Transport::kVerbs) == nullptr)
     return Status(Code::kUnavailable, "no verbs transport here: " + verbs_info_.reason);
-  driver::Device& device = verbs ? *verbs_device_ : *link_device_;
-  Registration& reg = verbs ? e.peer_access_verbs : e.peer_access;
+  Registration& reg = e.access(transport);
   if (reg.empty()) {
     uint32_t access = (e.allow_read ? driver::kAccessRemoteRead : 0) |
                       (e.allow_write ? driver::kAccessRemoteWrite : 0);
     MCDMA_ASSIGN_OR_RETURN(
-        reg, RegisterPieces(device, e.buffer->segment.data() + e.offset, e.length, access));
+        reg,
+        RegisterPieces(*device(transport), e.buffer->segment.data() + e.offset, e.length, access));
   }
   e.resolved_by.insert(peer_host);
   PeerGrant grant{e.id, e.length, e.allow_read, e.allow_write, {}, std::nullopt};

@@ -19,8 +19,8 @@ constexpr size_t kPollBatch = 16;
 void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
   bool is_read = d.opcode == static_cast<uint8_t>(shm::Op::kRead);
   const char* verb = is_read ? "read" : "write";
-  auto buf = buffers_.find(d.local_buffer);
-  if (buf == buffers_.end() || buf->second->owner != s.id()) {
+  std::shared_ptr<BufferRecord> buf = registry_.OwnedBuffer(d.local_buffer, s.id());
+  if (!buf) {
     Reject(s, d, Code::kNotFound,
            "buffer " + std::to_string(d.local_buffer) + " is not owned by this session");
     return;
@@ -29,7 +29,7 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
     Reject(s, d, Code::kInvalid, std::string("zero-length ") + verb);
     return;
   }
-  uint64_t local_size = buf->second->size();
+  uint64_t local_size = buf->size();
   if (d.local_offset > local_size || d.length > local_size - d.local_offset) {
     Reject(s, d, Code::kOutOfRange,
            "local range [" + std::to_string(d.local_offset) + ", +" + std::to_string(d.length) +
@@ -44,7 +44,7 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
     return;
   }
   if (h->second.peer) {
-    HandlePeerTransfer(s, d, buf->second, h->second.peer);
+    HandlePeerTransfer(s, d, buf, h->second.peer);
     return;
   }
   std::shared_ptr<ExportRecord> target = h->second.target.lock();
@@ -69,7 +69,7 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
   op.session = s.id();
   op.tag = d.tag;
   op.is_read = is_read;
-  op.local = buf->second;
+  op.local = buf;
   op.local_offset = d.local_offset;
   op.target = std::move(target);
   op.remote_offset = d.remote_offset;
@@ -122,19 +122,18 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
                 std::string(TransportName(l->spec.transport)) + ": resolve it again");
     return;
   }
-  if (l->verbs() && buf->verbs.empty()) {
+  if (l->verbs() && buf->reg(Transport::kVerbs).empty()) {
     // Registered with the RDMA device at its first use there: a profile
     // that allows few registrations is not spent on buffers never sent.
-    auto reg =
-        RegisterPieces(*verbs_device_, buf->segment.data(), buf->size(), driver::kAccessLocal);
+    auto reg = RegisterPieces(*l->device, buf->segment.data(), buf->size(), driver::kAccessLocal);
     if (!reg.ok()) {
       Decline(s, d, reg.status().code(),
               "buffer " + std::to_string(buf->id) + ": " + reg.status().message());
       return;
     }
-    buf->verbs = std::move(reg).value();
+    buf->reg(Transport::kVerbs) = std::move(reg).value();
   }
-  if (!l->verbs() && buf->link.empty()) {
+  if (!l->verbs() && buf->reg(Transport::kTcp).empty()) {
     Decline(s, d, Code::kUnavailable,
             "buffer " + std::to_string(buf->id) +
                 " was allocated before peering started; allocate anew");
@@ -171,9 +170,8 @@ bool Engine::PostTransferPieces(TransferOp& op) {
     conn = link->conn.get();
   }
   const driver::Caps& caps = conn->caps();
-  const Registration& local_reg = link == nullptr ? op.local->local
-                                  : link->verbs() ? op.local->verbs
-                                                  : op.local->link;
+  const Registration& local_reg =
+      op.local->reg(link == nullptr ? Transport::kLoop : link->spec.transport);
   bool did = false;
   // The send queue's room: a link's receive slots sit in the other queue.
   auto queue_full = [&] {
@@ -195,7 +193,7 @@ bool Engine::PostTransferPieces(TransferOp& op) {
       remote = {piece.addr + (ro - piece.offset), piece.rkey};
     } else {
       uint64_t remote_off = op.target->offset + op.remote_offset + op.posted;
-      const Registration& remote_reg = op.target->buffer->local;
+      const Registration& remote_reg = op.target->buffer->reg(Transport::kLoop);
       n = std::min(n, remote_reg.PieceRemaining(remote_off));
       remote = remote_reg.Remote(remote_off);
     }

@@ -5,7 +5,6 @@
 // touches them.
 #pragma once
 
-#include <compare>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -13,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "driver/transport.hpp"
@@ -44,7 +44,9 @@ std::string_view OriginName(LinkOrigin o);
 struct LinkKey {
   std::string peer;
   LinkOrigin origin = LinkOrigin::kOut;
-  auto operator<=>(const LinkKey&) const = default;
+  bool operator<(const LinkKey& o) const {
+    return std::tie(peer, origin) < std::tie(o.peer, o.origin);
+  }
 };
 
 // Cumulative traffic of a (peer, origin) pair over all its generations.

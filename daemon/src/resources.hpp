@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -57,21 +58,21 @@ Result<Registration> RegisterPieces(driver::Device& device, std::byte* addr, uin
                                     uint32_t access);
 
 // A bulk buffer: a shared-memory segment registered with the loop device
-// (local transfers) and, when links exist, the link device. In-flight
+// (local transfers), the tcp device when peering is on, and the verbs
+// device at its first transfer over a verbs link. In-flight
 // transfers hold a shared_ptr, so the registrations and the mapping outlive
 // the owner's session until the last request on them has completed.
 struct BufferRecord {
   uint64_t id = 0;
   uint64_t owner = 0;  // session id
   ShmSegment segment;
-  // Declared after segment: deregistered before it is unmapped.
-  Registration local;
-  Registration link;
-  // With the verbs device, made at the first transfer over a verbs link.
-  Registration verbs;
+  // By transport. Declared after segment: deregistered before it is unmapped.
+  std::array<Registration, kTransportCount> regs;
   Clock::time_point created;
 
   uint64_t size() const { return segment.size(); }
+  Registration& reg(Transport t) { return regs[static_cast<size_t>(t)]; }
+  const Registration& reg(Transport t) const { return regs[static_cast<size_t>(t)]; }
 };
 
 struct ExportRecord {
@@ -89,11 +90,12 @@ struct ExportRecord {
   // Set when unexported, expired or its owner went away; transfers still
   // holding the record stop posting.
   bool revoked = false;
-  // The exported range registered with the link device with the export's
-  // rights, made at the first resolution by a peer. Revocation destroys it,
-  // so peers' accesses fail at once, whatever they hold.
-  Registration peer_access;
-  Registration peer_access_verbs;  // the same for peers on verbs links
+  // The exported range registered with a link device (tcp, verbs) with the
+  // export's rights, made at the first resolution by a peer over it.
+  // Revocation destroys it, so peers' accesses fail at once, whatever they
+  // hold. By transport; the loop one is unused.
+  std::array<Registration, kTransportCount> peer_access;
+  Registration& access(Transport t) { return peer_access[static_cast<size_t>(t)]; }
   // Peers that resolved it (told when it is revoked).
   std::set<std::string> resolved_by;
 };

@@ -2,9 +2,9 @@
 
 namespace mcdma::daemon {
 
-void CallTable::Add(uint64_t id, PendingCall call) {
+void CallTable::Add(uint64_t id, const PendingCall& call) {
   deadlines_.emplace(call.deadline, id);
-  calls_.emplace(id, std::move(call));
+  calls_.emplace(id, call);
 }
 
 const PendingCall* CallTable::Find(uint64_t id) const {
@@ -15,7 +15,7 @@ const PendingCall* CallTable::Find(uint64_t id) const {
 std::optional<PendingCall> CallTable::Take(uint64_t id) {
   auto node = calls_.extract(id);
   if (node.empty()) return std::nullopt;
-  return std::move(node.mapped());
+  return node.mapped();
 }
 
 std::vector<std::pair<uint64_t, PendingCall>> CallTable::TakeExpired(Clock::time_point now) {
@@ -25,7 +25,7 @@ std::vector<std::pair<uint64_t, PendingCall>> CallTable::TakeExpired(Clock::time
     deadlines_.pop();
     auto it = calls_.find(id);
     if (it == calls_.end() || it->second.deadline > now) continue;
-    out.emplace_back(id, std::move(it->second));
+    out.emplace_back(id, it->second);
     calls_.erase(it);
   }
   return out;

@@ -77,7 +77,7 @@ struct PendingCall {
 class CallTable {
  public:
   // Books a call under `id` (unique: the engine's id counter).
-  void Add(uint64_t id, PendingCall call);
+  void Add(uint64_t id, const PendingCall& call);
   const PendingCall* Find(uint64_t id) const;
   // Removes and returns the call; nullopt if it is not pending.
   std::optional<PendingCall> Take(uint64_t id);

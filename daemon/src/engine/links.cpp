@@ -92,7 +92,8 @@ std::vector<LinkSnapshot> LinkTable::Snapshots(
     out.push_back(std::move(snap));
   }
   // Pairs without a live link still have their counters.
-  for (const auto& [key, stats] : stats_) {
+  for (const auto& kv : stats_) {
+    const LinkKey& key = kv.first;
     bool live = std::any_of(out.begin(), out.end(), [&](const LinkSnapshot& s) {
       return s.id != 0 && s.peer == key.peer && s.origin == key.origin;
     });
@@ -100,7 +101,7 @@ std::vector<LinkSnapshot> LinkTable::Snapshots(
     LinkSnapshot snap;
     snap.peer = key.peer;
     snap.origin = key.origin;
-    snap.stats = stats;
+    snap.stats = kv.second;
     out.push_back(std::move(snap));
   }
   return out;

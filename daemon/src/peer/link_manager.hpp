@@ -64,8 +64,6 @@ class LinkManager {
   Result<v1::LinkTestReply> Test(const std::string& peer, uint32_t bytes, uint32_t count);
 
   // ---- Apps (control plane) ----
-  // Whether `peer` names a peer this daemon knows (configured or linked).
-  bool Knows(const std::string& peer);
   Result<uint64_t> LookupService(uint64_t session, const std::string& peer,
                                  const std::string& service);
   Result<ResolveInfo> Resolve(uint64_t session, const std::string& peer, const std::string& name);

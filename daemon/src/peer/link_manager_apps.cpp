@@ -24,11 +24,6 @@ std::shared_ptr<PeerChannel> LinkManager::MakeChannel(const std::string& target,
   return std::make_shared<PeerChannel>(target, peer, options_.host_id, key_, creds_);
 }
 
-bool LinkManager::Knows(const std::string& peer) {
-  std::lock_guard lock(mu_);
-  return out_.count(peer) != 0 || in_.count(peer) != 0;
-}
-
 Result<std::shared_ptr<PeerChannel>> LinkManager::ChannelFor(const std::string& peer) {
   std::lock_guard lock(mu_);
   if (auto it = channels_.find(peer); it != channels_.end()) return it->second;
