@@ -65,7 +65,7 @@ void Engine::Stop() {
   CloseAllSessions(Code::kUnavailable);
   while (!links_.empty())
     DropLink(links_.begin()->first, Code::kPeerGone, "the daemon is stopping");
-  transfers_.clear();
+  transfers_ = TransferTable();
   registry_.Clear();
   local_.reset();
   local_peer_.reset();
@@ -130,9 +130,7 @@ bool Engine::HasWork() {
   // the transport's thread, which rings us (link_pending_).
   // A link's backlog and blocked transfers wait for completions, which ring
   // us too.
-  for (auto& [id, op] : transfers_) {
-    if (op.link == 0) return true;
-  }
+  if (transfers_.AnyLocal()) return true;
   if (link_pending_.load()) return true;
   for (auto& [id, l] : links_) {
     if (l->failed) return true;
@@ -175,12 +173,7 @@ void Engine::ExpireDeadlines(Clock::time_point now) {
   for (auto& [id, call] : calls_.TakeExpired(now)) {
     (void)AnswerCaller(call, Code::kTimeout, AsBytes("no reply before the deadline"));
   }
-  for (auto& [id, op] : transfers_) {
-    if (!op.completed && op.deadline <= now && op.error == Code::kOk) {
-      op.error = Code::kTimeout;
-      op.error_detail = "transfer did not finish before the deadline";
-    }
-  }
+  transfers_.ExpireDeadlines(now);
 }
 
 void Engine::Sweep(Clock::time_point now) {

@@ -34,6 +34,8 @@
 //   engine/fragments.hpp Reassembler: a link's messages from fragments
 //   engine/registry.hpp  Registry: buffers, exports, services and names,
 //                        unmapped segments, draining revocations
+//   engine/transfers.hpp TransferTable: transfers in progress, revoke acks
+//                        owed; NextPiece: how a transfer is cut
 //   engine/snapshots.hpp plain snapshots the Admin service converts
 #pragma once
 
@@ -59,6 +61,7 @@
 #include "engine/links.hpp"
 #include "engine/registry.hpp"
 #include "engine/snapshots.hpp"
+#include "engine/transfers.hpp"
 #include "link.hpp"
 #include "options.hpp"
 #include "resources.hpp"
@@ -326,10 +329,7 @@ class Engine {
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;
   Registry registry_;
   CallTable calls_;
-  std::map<uint64_t, TransferOp> transfers_;
-  // kRevokeAcks to send, (link id, export id), once no transfer of ours to
-  // that export is posted.
-  std::set<std::pair<uint64_t, uint64_t>> revoke_acks_;
+  TransferTable transfers_;
   void UnlinkSegment(const std::string& name);
   Clock::time_point last_sweep_;
 

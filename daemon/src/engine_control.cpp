@@ -136,12 +136,7 @@ void Engine::CloseSession(uint64_t id, Code reason) {
   for (auto& [h, handle] : s->handles) {
     if (auto e = handle.target.lock()) --e->handles;
   }
-  // Transfers keep their buffers alive until their posted pieces are done.
-  for (auto& [tid, op] : transfers_) {
-    if (op.session != id) continue;
-    op.completed = true;
-    if (op.error == Code::kOk) op.error = Code::kCancelled;
-  }
+  transfers_.SessionGone(id);
   for (uint64_t bid : s->buffers) {
     std::shared_ptr<BufferRecord> b = registry_.RemoveBuffer(bid);
     if (!b) continue;

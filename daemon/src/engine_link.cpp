@@ -115,7 +115,6 @@ void Engine::DropLink(uint64_t link_id, Code code, const std::string& why) {
                               CodeName(code), why);
   // Its queue pair is gone: no late access can come from it.
   registry_.LinkGone(link_id);
-  std::erase_if(revoke_acks_, [link_id](const auto& ack) { return ack.first == link_id; });
   std::string msg = "link to '" + l->spec.peer + "' went down: " + why;
   for (uint64_t cid : calls_.OnLink(link_id)) {
     std::optional<PendingCall> call = calls_.Take(cid);
@@ -123,15 +122,7 @@ void Engine::DropLink(uint64_t link_id, Code code, const std::string& why) {
     if (std::holds_alternative<SessionCaller>(call->caller))
       (void)AnswerCaller(*call, code, AsBytes(msg));
   }
-  for (auto& [tid, op] : transfers_) {
-    if (op.link != link_id) continue;
-    if (op.error == Code::kOk) {
-      op.error = code;
-      op.error_detail = msg;
-    }
-    // The connection goes with the link: nothing it had posted completes.
-    op.outstanding = 0;
-  }
+  transfers_.LinkGone(link_id, code, msg);
   for (auto& echo : links_.TakeEchoesOn(link_id)) echo.done(Status(code, msg));
   l.reset();  // closes the connection
   if (on_link_down_) on_link_down_(link_id, why);
@@ -144,8 +135,7 @@ void Engine::DropPeer(const std::string& peer, Code code, const std::string& why
 std::vector<LinkSnapshot> Engine::Links() const {
   return links_.Snapshots([this](uint64_t id) {
     uint32_t n = calls_.CountOnLink(id);
-    for (const auto& [tid, op] : transfers_) n += op.link == id ? 1 : 0;
-    return n;
+    return n + transfers_.CountOnLink(id);
   });
 }
 
@@ -306,7 +296,7 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
       // The owner keeps its memory registered until we say none of our
       // RDMA accesses to it is still posted.
       if (l.verbs()) {
-        revoke_acks_.emplace(l.id, h.target);
+        transfers_.OweRevokeAck(l.id, h.target);
         SendRevokeAcks();
       }
       break;

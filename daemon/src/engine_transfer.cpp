@@ -76,7 +76,7 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
   op.length = d.length;
   op.deadline = DeadlineFor(d);
   ++s.inflight;
-  transfers_.emplace(op.id, std::move(op));
+  transfers_.Add(std::move(op));
 }
 
 void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
@@ -157,7 +157,7 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
   } else {
     ++l->stats->writes;
   }
-  transfers_.emplace(op.id, std::move(op));
+  transfers_.Add(std::move(op));
 }
 
 // Posts what the op may post now; true if anything was posted.
@@ -181,25 +181,9 @@ bool Engine::PostTransferPieces(TransferOp& op) {
   };
   while (op.error == Code::kOk && op.posted < op.length && op.outstanding < kPiecesInFlightPerOp &&
          !queue_full()) {
-    uint64_t local_off = op.local_offset + op.posted;
-    uint64_t n = std::min({op.length - op.posted, options_.transfer_chunk_bytes,
-                           op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,
-                           local_reg.PieceRemaining(local_off)});
-    driver::RemoteSlice remote;
-    if (op.peer) {
-      uint64_t ro = op.remote_offset + op.posted;
-      const PeerExport::Piece& piece = op.peer->PieceAt(ro);
-      n = std::min(n, piece.offset + piece.length - ro);
-      remote = {piece.addr + (ro - piece.offset), piece.rkey};
-    } else {
-      uint64_t remote_off = op.target->offset + op.remote_offset + op.posted;
-      const Registration& remote_reg = op.target->buffer->reg(Transport::kLoop);
-      n = std::min(n, remote_reg.PieceRemaining(remote_off));
-      remote = remote_reg.Remote(remote_off);
-    }
-    driver::LocalSlice local = local_reg.Slice(local_off, n);
-    Status st =
-        op.is_read ? conn->PostRead(op.id, local, remote) : conn->PostWrite(op.id, local, remote);
+    Piece piece = NextPiece(op, local_reg, caps, options_.transfer_chunk_bytes);
+    Status st = op.is_read ? conn->PostRead(op.id, piece.local, piece.remote)
+                           : conn->PostWrite(op.id, piece.local, piece.remote);
     if (st.code() == Code::kBusy) break;
     if (!st.ok()) {
       op.error = st.code();
@@ -207,7 +191,7 @@ bool Engine::PostTransferPieces(TransferOp& op) {
       if (link != nullptr && st.code() == Code::kLinkDown) FailLink(*link, st.code(), st.message());
       break;
     }
-    op.posted += n;
+    op.posted += piece.bytes;
     ++op.outstanding;
     if (link != nullptr) ++link->transfers;
     did = true;
@@ -216,9 +200,9 @@ bool Engine::PostTransferPieces(TransferOp& op) {
 }
 
 void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_link) {
-  auto it = transfers_.find(wc.wr_id);
-  if (it == transfers_.end()) return;
-  TransferOp& op = it->second;
+  TransferOp* found = transfers_.Find(wc.wr_id);
+  if (found == nullptr) return;
+  TransferOp& op = *found;
   if (op.outstanding > 0) --op.outstanding;
   if (wc.code == Code::kOk) {
     op.done += wc.byte_len;
@@ -249,33 +233,20 @@ void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_li
 
 bool Engine::SendRevokeAcks() {
   bool did = false;
-  for (auto it = revoke_acks_.begin(); it != revoke_acks_.end();) {
-    auto [link_id, export_id] = *it;
-    bool posted = false;
-    for (const auto& [id, op] : transfers_) {
-      if (op.link == link_id && op.peer && op.peer->export_id == export_id && op.outstanding > 0) {
-        posted = true;
-        break;
-      }
-    }
-    if (posted) {
-      ++it;
-      continue;
-    }
+  for (auto [link_id, export_id] : transfers_.TakeReadyRevokeAcks()) {
     if (EngineLink* l = FindLink(link_id)) {
       link_wire::Header h;
       h.type = link_wire::MsgType::kRevokeAck;
       h.target = export_id;
       SendMessage(*l, h, {});
     }
-    it = revoke_acks_.erase(it);
     did = true;
   }
   return did;
 }
 
 bool Engine::ProgressTransfers() {
-  bool did = revoke_acks_.empty() ? false : SendRevokeAcks();
+  bool did = transfers_.owes_revoke_acks() && SendRevokeAcks();
   if (transfers_.empty()) return did;
   for (auto& [id, op] : transfers_) {
     bool revoked = op.peer ? op.peer->revoked : op.target->revoked;
@@ -291,25 +262,11 @@ bool Engine::ProgressTransfers() {
   size_t n = local_->Poll(wcs);
   for (size_t i = 0; i < n; ++i) OnTransferCompletion(wcs[i], /*over_link=*/false);
   did |= n > 0;
-  for (auto it = transfers_.begin(); it != transfers_.end();) {
-    TransferOp& op = it->second;
-    bool finished = op.error != Code::kOk || op.done == op.length;
-    // A deadline is reported at once; the pieces still posted drain after.
-    if (!op.completed && finished && (op.outstanding == 0 || op.error == Code::kTimeout)) {
-      FinishTransfer(op);
-      did = true;
-    }
-    if (op.completed && op.outstanding == 0) {
-      it = transfers_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  did |= transfers_.FinishAndReap([this](TransferOp& op) { FinishTransfer(op); });
   return did;
 }
 
 void Engine::FinishTransfer(TransferOp& op) {
-  op.completed = true;
   if (op.link != 0) {
     if (EngineLink* l = FindLink(op.link)) {
       if (op.error != Code::kOk) {
