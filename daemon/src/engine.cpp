@@ -92,10 +92,7 @@ bool Engine::RunCommands() {
   return true;
 }
 
-Session* Engine::FindSession(uint64_t id) {
-  auto it = sessions_.find(id);
-  return it == sessions_.end() ? nullptr : it->second.get();
-}
+Session* Engine::FindSession(uint64_t id) { return sessions_.Find(id); }
 
 void Engine::Loop() {
   wait::Backoff backoff(std::chrono::microseconds(options_.spin_budget_us));

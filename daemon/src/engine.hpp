@@ -32,6 +32,7 @@
 //   engine/links.hpp     LinkTable: links, their counters by (peer, origin),
 //                        echo waiters
 //   engine/fragments.hpp Reassembler: a link's messages from fragments
+//   engine/sessions.hpp  SessionTable: the sessions served, reaped counts
 //   engine/registry.hpp  Registry: buffers, exports, services and names,
 //                        unmapped segments, draining revocations
 //   engine/transfers.hpp TransferTable: transfers in progress, revoke acks
@@ -60,6 +61,7 @@
 #include "engine/calls.hpp"
 #include "engine/links.hpp"
 #include "engine/registry.hpp"
+#include "engine/sessions.hpp"
 #include "engine/snapshots.hpp"
 #include "engine/transfers.hpp"
 #include "link.hpp"
@@ -326,7 +328,7 @@ class Engine {
   // Everything below: engine thread only.
   Clock::time_point started_;
   uint64_t next_id_ = 1;
-  std::map<uint64_t, std::unique_ptr<Session>> sessions_;
+  SessionTable sessions_;
   Registry registry_;
   CallTable calls_;
   TransferTable transfers_;
@@ -335,8 +337,6 @@ class Engine {
 
   OpCounters op_stats_{};
   uint64_t invalid_total_ = 0;
-  uint64_t ring_faults_closed_ = 0;  // of sessions already closed
-  uint64_t sessions_reaped_ = 0;
 };
 
 }  // namespace mcdma::daemon

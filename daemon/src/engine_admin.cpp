@@ -23,9 +23,8 @@ StatusSnapshot Engine::StatusNow() const {
   out.inflight = static_cast<uint32_t>(calls_.size() + transfers_.size());
   out.ops = op_stats_;
   out.invalid_descriptors = invalid_total_;
-  out.ring_faults = ring_faults_closed_;
-  for (const auto& [id, s] : sessions_) out.ring_faults += s->counters.ring_faults;
-  out.sessions_reaped = sessions_reaped_;
+  out.ring_faults = sessions_.ring_faults();
+  out.sessions_reaped = sessions_.reaped();
   out.transports.push_back(device(Transport::kLoop)->caps());
   if (const driver::Device* link_device = device(Transport::kTcp))
     out.transports.push_back(link_device->caps());

@@ -78,7 +78,7 @@ Result<OpenedInfo> Engine::OpenSession(const HelloInfo& hello) {
   spdlog::get("engine")->info(
       "session {} opened: app '{}' pid {} uid {} (sq {}, cq {}, inbox {}, arena {} KiB)", id,
       s->app_name, s->pid, s->uid, geo.sq_entries, geo.cq_entries, geo.inbox_entries, arena / 1024);
-  sessions_.emplace(id, std::move(s));
+  sessions_.Add(std::move(s));
   return info;
 }
 
@@ -87,14 +87,13 @@ void Engine::SetStreamCanceller(uint64_t session, std::function<void()> cancel) 
 }
 
 Status Engine::CheckToken(uint64_t session, const std::string& token) const {
-  auto it = sessions_.find(session);
-  if (it == sessions_.end())
-    return Status(Code::kNotFound, "no session " + std::to_string(session));
-  const std::string& want = it->second->token;
+  const Session* s = sessions_.Find(session);
+  if (s == nullptr) return Status(Code::kNotFound, "no session " + std::to_string(session));
+  const std::string& want = s->token;
   if (token.size() != want.size() || CRYPTO_memcmp(token.data(), want.data(), want.size()) != 0) {
     return Status(Code::kPermissionDenied, "bad token for session " + std::to_string(session));
   }
-  if (it->second->closing) return Status(Code::kUnavailable, "session is closing");
+  if (s->closing) return Status(Code::kUnavailable, "session is closing");
   return Status::Ok();
 }
 
@@ -144,19 +143,15 @@ void Engine::CloseSession(uint64_t id, Code reason) {
     b->segment.Unlink();
   }
   registry_.ForgetUnmapped(s->segment().name());
-  ++sessions_reaped_;
-  ring_faults_closed_ += s->counters.ring_faults;
   spdlog::get("engine")->info(
       "session {} ('{}', pid {}) closed ({}): {} buffers, {} exports, {} services reclaimed", id,
       s->app_name, s->pid, CodeName(reason), s->buffers.size(), s->exports.size(),
       s->services.size());
-  sessions_.erase(id);
+  sessions_.Reap(id);
 }
 
 void Engine::CloseAllSessions(Code reason) {
-  std::vector<uint64_t> ids;
-  for (auto& [id, s] : sessions_) ids.push_back(id);
-  for (uint64_t id : ids) {
+  for (uint64_t id : sessions_.Ids()) {
     if (Session* s = FindSession(id); s != nullptr && s->cancel_stream) s->cancel_stream();
     CloseSession(id, reason);
   }
