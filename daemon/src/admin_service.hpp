@@ -14,22 +14,15 @@ class AdminService final : public v1::Admin::Service {
   // `links`: null when peering is off.
   explicit AdminService(Engine& engine, LinkManager* links = nullptr)
       : engine_(engine), links_(links) {}
+  // admin_service.cpp: the engine's snapshots, converted.
   grpc::Status Status(grpc::ServerContext*, const v1::StatusRequest*,
-                      v1::StatusReply* rep) override {
-    return Snapshot([&] { engine_.FillStatus(rep); });
-  }
+                      v1::StatusReply* out) override;
   grpc::Status Sessions(grpc::ServerContext*, const v1::SessionsRequest*,
-                        v1::SessionsReply* rep) override {
-    return Snapshot([&] { engine_.FillSessions(rep); });
-  }
+                        v1::SessionsReply* out) override;
   grpc::Status Exports(grpc::ServerContext*, const v1::ExportsRequest*,
-                       v1::ExportsReply* rep) override {
-    return Snapshot([&] { engine_.FillExports(rep); });
-  }
+                       v1::ExportsReply* out) override;
   grpc::Status Buffers(grpc::ServerContext*, const v1::BuffersRequest*,
-                       v1::BuffersReply* rep) override {
-    return Snapshot([&] { engine_.FillBuffers(rep); });
-  }
+                       v1::BuffersReply* out) override;
   // admin_links.cpp
   grpc::Status Links(grpc::ServerContext*, const v1::LinksRequest*, v1::LinksReply* rep) override;
   grpc::Status LinkAdd(grpc::ServerContext*, const v1::LinkAddRequest* req,
@@ -40,16 +33,6 @@ class AdminService final : public v1::Admin::Service {
                         v1::LinkTestReply* rep) override;
 
  private:
-  template <typename F>
-  grpc::Status Snapshot(F&& fill) {
-    auto r = engine_.Run([&] {
-      fill();
-      return 0;
-    });
-    if (!r)
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "UNAVAILABLE: the daemon is stopping");
-    return grpc::Status::OK;
-  }
   Engine& engine_;
   LinkManager* links_;
 };

@@ -46,8 +46,9 @@ Result<std::unique_ptr<Engine>> MakeEngine(const Options& options, bool peering)
     }
   }
   MCDMA_ASSIGN_OR_RETURN(auto device, driver::loop::CreateLoopDevice());
-  return std::make_unique<Engine>(options, std::move(device), std::move(link_device),
-                                  std::move(verbs.device), verbs.info);
+  return std::make_unique<Engine>(
+      options, Engine::Devices{std::move(device), std::move(link_device), std::move(verbs.device)},
+      verbs.info);
 }
 
 Daemon::Daemon(const Options& options) : options_(options) {

@@ -11,17 +11,13 @@ constexpr auto kMaxSleep = std::chrono::milliseconds(100);
 constexpr auto kBacklogPoll = std::chrono::milliseconds(1);
 }  // namespace
 
-Engine::Engine(Options options, std::unique_ptr<driver::Device> device,
-               std::unique_ptr<driver::Device> link_device,
-               std::unique_ptr<driver::Device> verbs_device, LocalVerbsInfo verbs_info)
+Engine::Engine(Options options, Devices devices, LocalVerbsInfo verbs_info)
     : options_(std::move(options)),
-      device_(std::move(device)),
-      link_device_(std::move(link_device)),
-      verbs_device_(std::move(verbs_device)),
+      devices_(std::move(devices)),
       verbs_info_(std::move(verbs_info)) {
   // The link transports progress on threads of their own and ring us when a
   // connection has something to reap.
-  for (driver::Device* d : {link_device_.get(), verbs_device_.get()}) {
+  for (driver::Device* d : {device(Transport::kTcp), device(Transport::kVerbs)}) {
     if (d == nullptr) continue;
     d->SetNotifier([this] {
       link_pending_.store(true);
@@ -34,8 +30,10 @@ Engine::~Engine() { Stop(); }
 
 Status Engine::Start() {
   // The loop channel: two endpoints of the same device, connected to each other.
-  MCDMA_ASSIGN_OR_RETURN(auto a, device_->CreateEndpoint());
-  MCDMA_ASSIGN_OR_RETURN(auto b, device_->CreateEndpoint());
+  driver::Device* loop = device(Transport::kLoop);
+  if (loop == nullptr) return Status(Code::kInvalid, "the engine needs a loop device");
+  MCDMA_ASSIGN_OR_RETURN(auto a, loop->CreateEndpoint());
+  MCDMA_ASSIGN_OR_RETURN(auto b, loop->CreateEndpoint());
   std::string a_info = a->LocalInfo();
   std::string b_info = b->LocalInfo();
   MCDMA_ASSIGN_OR_RETURN(local_, a->Connect(b_info));
@@ -67,9 +65,8 @@ void Engine::Stop() {
   CloseAllSessions(Code::kUnavailable);
   while (!links_.empty())
     DropLink(links_.begin()->first, Code::kPeerGone, "the daemon is stopping");
-  transfers_.clear();
-  buffers_.clear();
-  exports_.clear();
+  transfers_ = TransferTable();
+  registry_.Clear();
   local_.reset();
   local_peer_.reset();
 }
@@ -95,10 +92,7 @@ bool Engine::RunCommands() {
   return true;
 }
 
-Session* Engine::FindSession(uint64_t id) {
-  auto it = sessions_.find(id);
-  return it == sessions_.end() ? nullptr : it->second.get();
-}
+Session* Engine::FindSession(uint64_t id) { return sessions_.Find(id); }
 
 void Engine::Loop() {
   wait::Backoff backoff(std::chrono::microseconds(options_.spin_budget_us));
@@ -133,9 +127,7 @@ bool Engine::HasWork() {
   // the transport's thread, which rings us (link_pending_).
   // A link's backlog and blocked transfers wait for completions, which ring
   // us too.
-  for (auto& [id, op] : transfers_) {
-    if (op.link == 0) return true;
-  }
+  if (transfers_.AnyLocal()) return true;
   if (link_pending_.load()) return true;
   for (auto& [id, l] : links_) {
     if (l->failed) return true;
@@ -162,8 +154,8 @@ void Engine::Sleep() {
   if (!HasWork() && !stop_.load()) {
     Clock::time_point now = Clock::now();
     Clock::duration timeout = kMaxSleep;
-    if (!call_deadlines_.empty())
-      timeout = std::min<Clock::duration>(timeout, call_deadlines_.top().first - now);
+    if (auto next = calls_.NextDeadline())
+      timeout = std::min<Clock::duration>(timeout, *next - now);
     timeout = std::min<Clock::duration>(timeout, last_sweep_ + kSweepInterval - now);
     // Backlogged apps free ring space without ringing us; sessions beyond
     // the futex_waitv limit are looked at by polling.
@@ -175,47 +167,25 @@ void Engine::Sleep() {
 }
 
 void Engine::ExpireDeadlines(Clock::time_point now) {
-  while (!call_deadlines_.empty() && call_deadlines_.top().first <= now) {
-    uint64_t call_id = call_deadlines_.top().second;
-    call_deadlines_.pop();
-    auto it = calls_.find(call_id);
-    if (it == calls_.end() || it->second.deadline > now) continue;
-    FailCall(call_id, Code::kTimeout, "no reply before the deadline");
+  for (auto& [id, call] : calls_.TakeExpired(now)) {
+    (void)AnswerCaller(call, Code::kTimeout, AsBytes("no reply before the deadline"));
   }
-  for (auto& [id, op] : transfers_) {
-    if (!op.completed && op.deadline <= now && op.error == Code::kOk) {
-      op.error = Code::kTimeout;
-      op.error_detail = "transfer did not finish before the deadline";
-    }
-  }
+  transfers_.ExpireDeadlines(now);
 }
 
 void Engine::Sweep(Clock::time_point now) {
   last_sweep_ = now;
-  std::vector<std::string> expired;
-  for (auto& [name, e] : exports_) {
-    if (e->expires && *e->expires <= now) expired.push_back(name);
-  }
-  for (auto& name : expired) {
+  for (const std::string& name : registry_.ExpiredExports(now)) {
     spdlog::get("engine")->info("export '{}' expired (TTL)", name);
     RemoveExport(name, Code::kRevoked);
   }
-  for (auto d = revoked_regions_.begin(); d != revoked_regions_.end();) {
-    if (d->second.deadline > now) {
-      ++d;
-      continue;
-    }
+  for (auto [export_id, waiting] : registry_.ExpireDrains(now)) {
     spdlog::get("engine")->warn(
         "export {}: {} verbs peer(s) did not acknowledge its revocation; deregistering anyway",
-        d->first, d->second.waiting.size());
-    d = revoked_regions_.erase(d);
+        export_id, waiting);
   }
   auto attach = std::chrono::milliseconds(options_.attach_timeout_ms);
-  std::vector<std::string> stale;
-  for (auto& [name, u] : unmapped_) {
-    if (now - u.created >= attach) stale.push_back(name);
-  }
-  for (auto& name : stale) {
+  for (const std::string& name : registry_.StaleSegments(now, attach)) {
     spdlog::get("engine")->warn("segment {} not mapped within {} ms; unlinking it", name,
                                 options_.attach_timeout_ms);
     UnlinkSegment(name);

@@ -1,7 +1,8 @@
 // The engine: the one thread that owns the sessions' rings, the transport
-// device and its connections, and every record (buffers, exports, services,
-// calls, transfers). gRPC handler threads never touch any of it: they hand
-// the engine a closure through Run() and wait for its result.
+// devices and their connections, and every record (buffers, exports,
+// services, calls, transfers, links). gRPC handler threads never touch any
+// of it: they hand the engine a closure through Run() and wait for its
+// result.
 //
 // Loop: run queued commands; consume each session's submission ring (a
 // bounded batch per session per round, so one busy app cannot starve the
@@ -9,6 +10,34 @@
 // When a round finds nothing to do the engine spins (yielding) for
 // Options::spin_budget_us, then sleeps on all sessions' bells at once
 // (futex_waitv) with a timeout set by the nearest deadline.
+//
+// Where things are:
+//   engine.cpp           the thread, the loop, the command queue, sleeping,
+//                        deadline expiry and the periodic sweep
+//   engine_submit.cpp    a session's submission ring: validating descriptors,
+//                        dispatching opcodes, completions, evictions
+//   engine_calls.cpp     CALL/NOTIFY/REPLY, one path for local and link calls
+//                        (OfferToService, AnswerCaller)
+//   engine_transfer.cpp  READ/WRITE: validation, chunking, completions,
+//                        revoke acks
+//   engine_link.cpp      links' data path: install/drop, fragments, dispatch
+//                        of link messages, echoes
+//   engine_peer.cpp      the peer plane's engine side: peers' services and
+//                        exports for apps here, exports of ours for peers
+//   engine_control.cpp   sessions, buffers, exports and services for the
+//                        Control service
+//   engine_admin.cpp     snapshots for the Admin service
+// Components, each engine-thread only and tested alone (tests/engine):
+//   engine/calls.hpp     CallTable: pending calls and their deadlines
+//   engine/links.hpp     LinkTable: links, their counters by (peer, origin),
+//                        echo waiters
+//   engine/fragments.hpp Reassembler: a link's messages from fragments
+//   engine/sessions.hpp  SessionTable: the sessions served, reaped counts
+//   engine/registry.hpp  Registry: buffers, exports, services and names,
+//                        unmapped segments, draining revocations
+//   engine/transfers.hpp TransferTable: transfers in progress, revoke acks
+//                        owed; NextPiece: how a transfer is cut
+//   engine/snapshots.hpp plain snapshots the Admin service converts
 #pragma once
 
 #include <array>
@@ -29,9 +58,13 @@
 #include <unordered_map>
 
 #include "driver/transport.hpp"
+#include "engine/calls.hpp"
+#include "engine/links.hpp"
+#include "engine/registry.hpp"
+#include "engine/sessions.hpp"
+#include "engine/snapshots.hpp"
+#include "engine/transfers.hpp"
 #include "link.hpp"
-#include "mcdma/v1/admin.pb.h"
-#include "mcdma/v1/peer.pb.h"
 #include "options.hpp"
 #include "resources.hpp"
 #include "session.hpp"
@@ -79,22 +112,31 @@ struct ResolveInfo {
   bool allow_write = false;
 };
 
-// Per-operation counters (status): index by shm::Op.
-struct OpStats {
-  uint64_t submitted = 0;
-  uint64_t ok = 0;
-  uint64_t failed = 0;
-  uint64_t bytes = 0;
+// What an export grants a peer that resolved it (PeerService converts it
+// to the peer protocol's reply).
+struct PeerGrant {
+  uint64_t export_id = 0;
+  uint64_t length = 0;
+  bool allow_read = false;
+  bool allow_write = false;
+  struct Piece {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint32_t rkey = 0;
+    uint64_t addr = 0;
+  };
+  std::vector<Piece> pieces;              // offset order, covering [0, length)
+  std::optional<uint64_t> expires_in_ms;  // with a TTL; at least 1
 };
 
 class Engine {
  public:
-  // `link_device` carries links to peers (tcp); null when peering is off.
-  // `verbs_device` carries verbs links; null without a usable RDMA device
+  // One device per transport. Loop (required) carries transfers between
+  // sessions here; tcp carries links to peers, null when peering is off;
+  // verbs carries verbs links, null without a usable RDMA device
   // (`verbs_info` says why).
-  Engine(Options options, std::unique_ptr<driver::Device> device,
-         std::unique_ptr<driver::Device> link_device = nullptr,
-         std::unique_ptr<driver::Device> verbs_device = nullptr, LocalVerbsInfo verbs_info = {});
+  using Devices = std::array<std::unique_ptr<driver::Device>, kTransportCount>;
+  Engine(Options options, Devices devices, LocalVerbsInfo verbs_info = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -138,10 +180,9 @@ class Engine {
                                  const std::string& service);
 
   // ---- Links (engine_link.cpp, engine_peer.cpp); engine thread only ----
-  bool has_link_device() const { return link_device_ != nullptr; }
-  // `transport`: "tcp" or "verbs".
-  Result<std::unique_ptr<driver::Endpoint>> CreateLinkEndpoint(const std::string& transport);
-  bool has_verbs() const { return verbs_device_ != nullptr; }
+  // `transport`: tcp or verbs.
+  Result<std::unique_ptr<driver::Endpoint>> CreateLinkEndpoint(Transport transport);
+  bool has_verbs() const { return device(Transport::kVerbs) != nullptr; }
   // Fixed after construction: readable from any thread.
   const LocalVerbsInfo& verbs_info() const { return verbs_info_; }
   // Takes over a connected link. An older link of the same (peer, origin) is
@@ -165,17 +206,18 @@ class Engine {
   void CancelEcho(uint64_t seq);
   // Peer plane, callee side: an app's export / service for `peer_host`,
   // registered with the device of `transport` ("tcp" or "verbs").
-  Status ResolveForPeer(const std::string& peer_host, const std::string& name,
-                        const std::string& transport, v1::PeerResolveExportReply* out);
+  Result<PeerGrant> ResolveForPeer(const std::string& peer_host, const std::string& name,
+                                   Transport transport);
   Result<uint64_t> LookupForPeer(const std::string& service) const;
   // Peer plane, caller side: records what a peer answered for a session.
   Result<ResolveInfo> AddPeerHandle(uint64_t session, PeerExport peer_export);
   Result<uint64_t> AddPeerService(uint64_t session, PeerService service);
 
-  void FillStatus(v1::StatusReply* out) const;
-  void FillSessions(v1::SessionsReply* out) const;
-  void FillExports(v1::ExportsReply* out) const;
-  void FillBuffers(v1::BuffersReply* out) const;
+  // engine_admin.cpp: snapshots for the Admin service.
+  StatusSnapshot StatusNow() const;
+  std::vector<SessionSnapshot> SessionsNow() const;
+  std::vector<ExportSnapshot> ExportsNow() const;
+  std::vector<BufferSnapshot> BuffersNow() const;
 
   // Draining: refuse new sessions; Idle() says when nothing is in flight.
   void BeginDrain() { draining_ = true; }
@@ -195,8 +237,6 @@ class Engine {
   // engine_submit.cpp: one submission ring batch and each opcode.
   bool ProcessSubmissions(Session& s);
   void Handle(Session& s, const shm::SubmitDesc& d, uint32_t index);
-  void HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way);
-  void HandleReply(Session& s, const shm::SubmitDesc& d);
   void HandleRelease(Session& s, const shm::SubmitDesc& d);
   void Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
                 uint64_t bytes = 0, std::span<const std::byte> payload = {});
@@ -210,7 +250,6 @@ class Engine {
   // Ends a misbehaving session: marks its mailbox closed and cancels its
   // stream; the stream's handler then reaps it through CloseSession.
   void Evict(Session& s, Code reason, const std::string& message);
-  void FailCall(uint64_t call_id, Code code, const std::string& message);
   Clock::time_point DeadlineFor(const shm::SubmitDesc& d) const;
 
   // engine_transfer.cpp: READ/WRITE through the transport.
@@ -234,10 +273,25 @@ class Engine {
   void FailLink(EngineLink& l, Code code, const std::string& why);
   void OnFragment(EngineLink& l, uint32_t slot, uint32_t len);
   void Dispatch(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+
+  // engine_calls.cpp: calls, one path whoever the caller and the server.
+  void HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way);
+  void HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way, const PeerService& ps);
   void OnIncomingCall(EngineLink& l, const link_wire::Header& h,
                       std::span<const std::byte> payload);
+  // Offers a call to a service of this host: posts it to the serving app's
+  // inbox and books it (not a one-way one). Returns the call id (0 for a
+  // one-way call), or why the call cannot be delivered.
+  Result<uint64_t> OfferToService(const CallCaller& caller, uint64_t service_id,
+                                  std::span<const std::byte> payload, Clock::time_point deadline,
+                                  uint32_t timeout_us, bool one_way);
+  void HandleReply(Session& s, const shm::SubmitDesc& d);
   void OnReply(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
-  void HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way, const PeerService& ps);
+  // Gives a taken call's outcome to its caller (a completion for an app
+  // here, a kReply for a peer). An error's payload is its message. Returns
+  // why the outcome did not fit the way back (the caller is told that).
+  Status AnswerCaller(const PendingCall& call, Code code, std::span<const std::byte> payload);
+  void FailCall(uint64_t call_id, Code code, const std::string& message);
 
   void ExpireDeadlines(Clock::time_point now);
   void Sweep(Clock::time_point now);
@@ -247,26 +301,18 @@ class Engine {
   Session* FindSession(uint64_t id);
 
   Options options_;
-  std::unique_ptr<driver::Device> device_;
+  Devices devices_;
+  driver::Device* device(Transport t) const { return devices_[static_cast<size_t>(t)].get(); }
   // The loop channel: local one-sided transfers are posted on `local_` and
   // name the target's registration as remote memory, exactly as a transfer
   // to a peer names the peer's. `local_peer_` is the other end.
   std::unique_ptr<driver::Connection> local_;
   std::unique_ptr<driver::Connection> local_peer_;
-  std::unique_ptr<driver::Device> link_device_;
-  std::unique_ptr<driver::Device> verbs_device_;
   LocalVerbsInfo verbs_info_;
-  std::map<uint64_t, std::unique_ptr<EngineLink>> links_;
-  std::atomic<bool> link_pending_{false};        // set by the link transport's thread
-  std::map<std::string, LinkStats> link_stats_;  // by peer + "/" + origin; never erased
+  LinkTable links_;
+  std::atomic<bool> link_pending_{false};  // set by the link transport's thread
   std::function<void(uint64_t, const std::string&)> on_link_down_;
   std::unordered_map<uint64_t, PeerService> peer_services_;  // by local service id
-  struct EchoWaiter {
-    uint64_t link = 0;
-    std::string payload;
-    std::function<void(Result<std::string>)> done;
-  };
-  std::unordered_map<uint64_t, EchoWaiter> echoes_;
 
   std::thread thread_;
   std::atomic<bool> stop_{false};
@@ -282,45 +328,15 @@ class Engine {
   // Everything below: engine thread only.
   Clock::time_point started_;
   uint64_t next_id_ = 1;
-  std::map<uint64_t, std::unique_ptr<Session>> sessions_;
-  std::unordered_map<uint64_t, std::shared_ptr<BufferRecord>> buffers_;
-  std::map<std::string, std::shared_ptr<ExportRecord>> exports_;
-  std::unordered_map<uint64_t, ServiceRecord> services_;
-  std::unordered_map<std::string, uint64_t> service_names_;
-  std::unordered_map<uint64_t, PendingCall> calls_;
-  std::priority_queue<std::pair<Clock::time_point, uint64_t>,
-                      std::vector<std::pair<Clock::time_point, uint64_t>>, std::greater<>>
-      call_deadlines_;
-  std::map<uint64_t, TransferOp> transfers_;
-  // Verbs registrations of removed exports, kept (with their memory) until
-  // every verbs peer that resolved the export acknowledged the kRevoke:
-  // an RDMA access posted before the peer learned of it must not meet a
-  // deregistered region (the NIC would refuse it and fail the link).
-  struct DrainingRegistration {
-    Registration registration;
-    std::shared_ptr<BufferRecord> buffer;
-    std::set<uint64_t> waiting;  // link ids
-    Clock::time_point deadline;
-  };
-  std::map<uint64_t, DrainingRegistration> revoked_regions_;  // by export id
-  // kRevokeAcks to send, (link id, export id), once no transfer of ours to
-  // that export is posted.
-  std::set<std::pair<uint64_t, uint64_t>> revoke_acks_;
-  // Segments not yet mapped by their app, by name; unlinked when mapped or
-  // after attach_timeout_ms.
-  struct Unmapped {
-    uint64_t session = 0;
-    uint64_t buffer_id = 0;  // 0: the session's mailbox
-    Clock::time_point created;
-  };
-  std::map<std::string, Unmapped> unmapped_;
+  SessionTable sessions_;
+  Registry registry_;
+  CallTable calls_;
+  TransferTable transfers_;
   void UnlinkSegment(const std::string& name);
   Clock::time_point last_sweep_;
 
-  std::array<OpStats, 7> op_stats_{};
+  OpCounters op_stats_{};
   uint64_t invalid_total_ = 0;
-  uint64_t ring_faults_closed_ = 0;  // of sessions already closed
-  uint64_t sessions_reaped_ = 0;
 };
 
 }  // namespace mcdma::daemon

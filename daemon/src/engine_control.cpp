@@ -74,11 +74,11 @@ Result<OpenedInfo> Engine::OpenSession(const HelloInfo& hello) {
   s->uid = hello.uid;
   s->created = Clock::now();
   OpenedInfo info{id, s->token, s->segment().name(), s->segment().size()};
-  unmapped_[info.mailbox_segment] = Unmapped{id, 0, s->created};
+  registry_.TrackUnmapped(info.mailbox_segment, {id, 0, s->created});
   spdlog::get("engine")->info(
       "session {} opened: app '{}' pid {} uid {} (sq {}, cq {}, inbox {}, arena {} KiB)", id,
       s->app_name, s->pid, s->uid, geo.sq_entries, geo.cq_entries, geo.inbox_entries, arena / 1024);
-  sessions_.emplace(id, std::move(s));
+  sessions_.Add(std::move(s));
   return info;
 }
 
@@ -87,31 +87,30 @@ void Engine::SetStreamCanceller(uint64_t session, std::function<void()> cancel) 
 }
 
 Status Engine::CheckToken(uint64_t session, const std::string& token) const {
-  auto it = sessions_.find(session);
-  if (it == sessions_.end())
-    return Status(Code::kNotFound, "no session " + std::to_string(session));
-  const std::string& want = it->second->token;
+  const Session* s = sessions_.Find(session);
+  if (s == nullptr) return Status(Code::kNotFound, "no session " + std::to_string(session));
+  const std::string& want = s->token;
   if (token.size() != want.size() || CRYPTO_memcmp(token.data(), want.data(), want.size()) != 0) {
     return Status(Code::kPermissionDenied, "bad token for session " + std::to_string(session));
   }
-  if (it->second->closing) return Status(Code::kUnavailable, "session is closing");
+  if (s->closing) return Status(Code::kUnavailable, "session is closing");
   return Status::Ok();
 }
 
 void Engine::UnlinkSegment(const std::string& name) {
-  auto it = unmapped_.find(name);
-  if (it == unmapped_.end()) return;
-  if (it->second.buffer_id == 0) {
-    if (Session* s = FindSession(it->second.session)) s->segment().Unlink();
-  } else if (auto b = buffers_.find(it->second.buffer_id); b != buffers_.end()) {
-    b->second->segment.Unlink();
+  const Registry::Unmapped* u = registry_.FindUnmapped(name);
+  if (u == nullptr) return;
+  if (u->buffer_id == 0) {
+    if (Session* s = FindSession(u->session)) s->segment().Unlink();
+  } else if (auto b = registry_.OwnedBuffer(u->buffer_id, u->session)) {
+    b->segment.Unlink();
   }
-  unmapped_.erase(it);
+  registry_.ForgetUnmapped(name);
 }
 
 Status Engine::Mapped(uint64_t session, const std::string& segment) {
-  auto it = unmapped_.find(segment);
-  if (it == unmapped_.end() || it->second.session != session) {
+  const Registry::Unmapped* u = registry_.FindUnmapped(segment);
+  if (u == nullptr || u->session != session) {
     return Status(Code::kNotFound,
                   "segment " + segment + " is not an unmapped segment of this session");
   }
@@ -126,57 +125,33 @@ void Engine::CloseSession(uint64_t id, Code reason) {
   if (!s->closing) s->MarkClosed(reason);
   s->closing = true;
   // Calls this session serves fail for their callers; its own calls vanish.
-  std::vector<uint64_t> served;
-  for (auto it = calls_.begin(); it != calls_.end();) {
-    if (it->second.server == id) {
-      served.push_back(it->first);
-      ++it;
-    } else if (it->second.caller == id) {
-      it = calls_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  std::vector<uint64_t> served = calls_.ServedBy(id);
+  calls_.DropCalledBy(id);
   for (uint64_t call : served) FailCall(call, Code::kPeerGone, "the serving app's session ended");
-  for (uint64_t sid : s->services) {
-    auto svc = services_.find(sid);
-    if (svc == services_.end()) continue;
-    service_names_.erase(svc->second.name);
-    services_.erase(svc);
-  }
+  for (uint64_t sid : s->services) registry_.RemoveService(sid);
   for (const std::string& name : std::vector<std::string>(s->exports.begin(), s->exports.end())) {
     RemoveExport(name, Code::kPeerGone);
   }
   for (auto& [h, handle] : s->handles) {
     if (auto e = handle.target.lock()) --e->handles;
   }
-  // Transfers keep their buffers alive until their posted pieces are done.
-  for (auto& [tid, op] : transfers_) {
-    if (op.session != id) continue;
-    op.completed = true;
-    if (op.error == Code::kOk) op.error = Code::kCancelled;
-  }
+  transfers_.SessionGone(id);
   for (uint64_t bid : s->buffers) {
-    auto b = buffers_.find(bid);
-    if (b == buffers_.end()) continue;
-    unmapped_.erase(b->second->segment.name());
-    b->second->segment.Unlink();
-    buffers_.erase(b);
+    std::shared_ptr<BufferRecord> b = registry_.RemoveBuffer(bid);
+    if (!b) continue;
+    registry_.ForgetUnmapped(b->segment.name());
+    b->segment.Unlink();
   }
-  unmapped_.erase(s->segment().name());
-  ++sessions_reaped_;
-  ring_faults_closed_ += s->counters.ring_faults;
+  registry_.ForgetUnmapped(s->segment().name());
   spdlog::get("engine")->info(
       "session {} ('{}', pid {}) closed ({}): {} buffers, {} exports, {} services reclaimed", id,
       s->app_name, s->pid, CodeName(reason), s->buffers.size(), s->exports.size(),
       s->services.size());
-  sessions_.erase(id);
+  sessions_.Reap(id);
 }
 
 void Engine::CloseAllSessions(Code reason) {
-  std::vector<uint64_t> ids;
-  for (auto& [id, s] : sessions_) ids.push_back(id);
-  for (uint64_t id : ids) {
+  for (uint64_t id : sessions_.Ids()) {
     if (Session* s = FindSession(id); s != nullptr && s->cancel_stream) s->cancel_stream();
     CloseSession(id, reason);
   }
@@ -203,37 +178,38 @@ Result<AllocInfo> Engine::Alloc(uint64_t session, uint64_t size) {
   rec->owner = session;
   rec->created = Clock::now();
   rec->segment = std::move(seg);
-  MCDMA_ASSIGN_OR_RETURN(rec->local,
-                         RegisterPieces(*device_, rec->segment.data(), rec->size(),
+  MCDMA_ASSIGN_OR_RETURN(rec->reg(Transport::kLoop),
+                         RegisterPieces(*device(Transport::kLoop), rec->segment.data(), rec->size(),
                                         driver::kAccessRemoteRead | driver::kAccessRemoteWrite));
   // The link device reaches a buffer only as the local side of a transfer;
   // peers reach exported ranges through the export's own registration.
-  if (link_device_) {
-    MCDMA_ASSIGN_OR_RETURN(rec->link, RegisterPieces(*link_device_, rec->segment.data(),
-                                                     rec->size(), driver::kAccessLocal));
+  if (driver::Device* link_device = device(Transport::kTcp)) {
+    MCDMA_ASSIGN_OR_RETURN(
+        rec->reg(Transport::kTcp),
+        RegisterPieces(*link_device, rec->segment.data(), rec->size(), driver::kAccessLocal));
   }
   AllocInfo info{rec->id, rec->segment.name(), rec->size()};
-  unmapped_[info.segment] = Unmapped{session, rec->id, rec->created};
+  registry_.TrackUnmapped(info.segment, {session, rec->id, rec->created});
   s->buffers.insert(rec->id);
-  buffers_.emplace(rec->id, std::move(rec));
+  registry_.AddBuffer(std::move(rec));
   return info;
 }
 
 Status Engine::Free(uint64_t session, uint64_t buffer_id) {
   Session* s = FindSession(session);
-  auto b = buffers_.find(buffer_id);
-  if (s == nullptr || b == buffers_.end() || b->second->owner != session) {
+  std::shared_ptr<BufferRecord> b = registry_.OwnedBuffer(buffer_id, session);
+  if (s == nullptr || !b) {
     return Status(Code::kNotFound,
                   "buffer " + std::to_string(buffer_id) + " is not owned by this session");
   }
   std::vector<std::string> revoke;
   for (const std::string& name : s->exports) {
-    if (exports_.at(name)->buffer->id == buffer_id) revoke.push_back(name);
+    if (registry_.FindExport(name)->buffer->id == buffer_id) revoke.push_back(name);
   }
   for (const auto& name : revoke) RemoveExport(name, Code::kRevoked);
-  unmapped_.erase(b->second->segment.name());
-  b->second->segment.Unlink();
-  buffers_.erase(b);
+  registry_.ForgetUnmapped(b->segment.name());
+  b->segment.Unlink();
+  registry_.RemoveBuffer(buffer_id);
   s->buffers.erase(buffer_id);
   return Status::Ok();
 }
@@ -242,14 +218,14 @@ Result<uint64_t> Engine::Export(uint64_t session, const ExportSpec& spec) {
   MCDMA_RETURN_IF_ERROR(ValidName(spec.name, "export"));
   Session* s = FindSession(session);
   if (s == nullptr) return Status(Code::kNotFound, "no session");
-  if (exports_.count(spec.name) != 0)
+  if (registry_.FindExport(spec.name))
     return Status(Code::kAlreadyExists, "export '" + spec.name + "' exists");
-  auto b = buffers_.find(spec.buffer_id);
-  if (b == buffers_.end() || b->second->owner != session) {
+  std::shared_ptr<BufferRecord> b = registry_.OwnedBuffer(spec.buffer_id, session);
+  if (!b) {
     return Status(Code::kNotFound,
                   "buffer " + std::to_string(spec.buffer_id) + " is not owned by this session");
   }
-  uint64_t size = b->second->size();
+  uint64_t size = b->size();
   if (spec.offset > size)
     return Status(Code::kOutOfRange, "export offset is past the buffer's end");
   uint64_t length = spec.length == 0 ? size - spec.offset : spec.length;
@@ -263,52 +239,52 @@ Result<uint64_t> Engine::Export(uint64_t session, const ExportSpec& spec) {
   e->id = next_id_++;
   e->name = spec.name;
   e->owner = session;
-  e->buffer = b->second;
+  e->buffer = b;
   e->offset = spec.offset;
   e->length = length;
   e->allow_read = spec.allow_read;
   e->allow_write = spec.allow_write;
   e->allowed_peers = spec.allowed_peers;
   if (spec.ttl_ms > 0) e->expires = Clock::now() + std::chrono::milliseconds(spec.ttl_ms);
-  exports_.emplace(spec.name, e);
+  uint64_t id = e->id;
+  registry_.AddExport(std::move(e));
   s->exports.insert(spec.name);
-  return e->id;
+  return id;
 }
 
 void Engine::RemoveExport(const std::string& name, Code reason) {
-  auto it = exports_.find(name);
-  if (it == exports_.end()) return;
-  ExportRecord& e = *it->second;
+  std::shared_ptr<ExportRecord> removed = registry_.TakeExport(name);
+  if (!removed) return;
+  ExportRecord& e = *removed;
   e.revoked = true;
   // Peers lose access now: their next access fails at our end, and they are
   // told so their in-flight transfers stop.
-  e.peer_access.pieces.clear();
-  DrainingRegistration drain;
+  e.access(Transport::kTcp).pieces.clear();
+  Registry::DrainingRegistration drain;
   for (const std::string& peer : e.resolved_by) {
     if (EngineLink* l = LinkTo(peer)) {
       link_wire::Header h;
       h.type = link_wire::MsgType::kRevoke;
       h.target = e.id;
       SendMessage(*l, h, {});
-      if (l->verbs) drain.waiting.insert(l->id);
+      if (l->verbs()) drain.waiting.insert(l->id);
     }
   }
-  if (!e.peer_access_verbs.empty() && !drain.waiting.empty()) {
-    drain.registration = std::move(e.peer_access_verbs);
+  if (!e.access(Transport::kVerbs).empty() && !drain.waiting.empty()) {
+    drain.registration = std::move(e.access(Transport::kVerbs));
     drain.buffer = e.buffer;
     drain.deadline = Clock::now() + kRevokeDrainLimit;
-    revoked_regions_[e.id] = std::move(drain);
+    registry_.AddDrain(e.id, std::move(drain));
   }
-  e.peer_access_verbs.pieces.clear();
-  if (Session* owner = FindSession(it->second->owner)) owner->exports.erase(name);
+  e.access(Transport::kVerbs).pieces.clear();
+  if (Session* owner = FindSession(e.owner)) owner->exports.erase(name);
   spdlog::get("engine")->debug("export '{}' removed ({})", name, CodeName(reason));
-  exports_.erase(it);
 }
 
 Status Engine::Unexport(uint64_t session, const std::string& name) {
-  auto it = exports_.find(name);
-  if (it == exports_.end()) return Status(Code::kNotFound, "no export '" + name + "'");
-  if (it->second->owner != session)
+  std::shared_ptr<ExportRecord> e = registry_.FindExport(name);
+  if (!e) return Status(Code::kNotFound, "no export '" + name + "'");
+  if (e->owner != session)
     return Status(Code::kPermissionDenied, "export '" + name + "' belongs to another session");
   RemoveExport(name, Code::kRevoked);
   return Status::Ok();
@@ -321,13 +297,12 @@ Result<ResolveInfo> Engine::Resolve(uint64_t session, const std::string& peer,
   if (!peer.empty() && peer != options_.host_id) {
     return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
   }
-  auto it = exports_.find(name);
-  if (it == exports_.end() || it->second->revoked)
-    return Status(Code::kNotFound, "no export '" + name + "'");
+  std::shared_ptr<ExportRecord> e = registry_.FindExport(name);
+  if (!e || e->revoked) return Status(Code::kNotFound, "no export '" + name + "'");
   uint64_t handle = next_id_++;
-  s->handles.emplace(handle, RemoteHandle{it->second, it->second->id, nullptr});
-  ++it->second->handles;
-  return ResolveInfo{handle, it->second->length, it->second->allow_read, it->second->allow_write};
+  s->handles.emplace(handle, RemoteHandle{e, e->id, nullptr});
+  ++e->handles;
+  return ResolveInfo{handle, e->length, e->allow_read, e->allow_write};
 }
 
 Status Engine::ReleaseHandle(uint64_t session, uint64_t handle) {
@@ -345,25 +320,23 @@ Result<uint64_t> Engine::Serve(uint64_t session, const std::string& service) {
   MCDMA_RETURN_IF_ERROR(ValidName(service, "service"));
   Session* s = FindSession(session);
   if (s == nullptr) return Status(Code::kNotFound, "no session");
-  if (service_names_.count(service) != 0) {
+  if (registry_.ServiceNameTaken(service)) {
     return Status(Code::kAlreadyExists, "service '" + service + "' is already served on this host");
   }
   uint64_t id = next_id_++;
-  services_.emplace(id, ServiceRecord{id, service, session});
-  service_names_.emplace(service, id);
+  registry_.AddService(ServiceRecord{id, service, session});
   s->services.insert(id);
   return id;
 }
 
 Status Engine::Unserve(uint64_t session, uint64_t service_id) {
-  auto it = services_.find(service_id);
-  if (it == services_.end() || it->second.session != session) {
+  const ServiceRecord* svc = registry_.FindService(service_id);
+  if (svc == nullptr || svc->session != session) {
     return Status(Code::kNotFound,
                   "service " + std::to_string(service_id) + " is not served by this session");
   }
-  service_names_.erase(it->second.name);
   if (Session* s = FindSession(session)) s->services.erase(service_id);
-  services_.erase(it);
+  registry_.RemoveService(service_id);
   return Status::Ok();
 }
 
@@ -372,10 +345,9 @@ Result<uint64_t> Engine::LookupService(uint64_t session, const std::string& peer
   if (!peer.empty() && peer != options_.host_id) {
     return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
   }
-  auto it = service_names_.find(service);
-  if (it == service_names_.end())
-    return Status(Code::kNotFound, "no service '" + service + "' on this host");
-  return it->second;
+  std::optional<uint64_t> id = registry_.ServiceNamed(service);
+  if (!id) return Status(Code::kNotFound, "no service '" + service + "' on this host");
+  return *id;
 }
 
 }  // namespace mcdma::daemon

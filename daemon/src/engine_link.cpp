@@ -26,38 +26,35 @@ constexpr uint32_t kMaxEchoBytes = 64U << 20;
 
 }  // namespace
 
-Result<std::unique_ptr<driver::Endpoint>> Engine::CreateLinkEndpoint(const std::string& transport) {
-  if (!link_device_) return Status(Code::kUnavailable, "peering is off (no fabric key)");
-  if (transport == "verbs") {
-    if (!verbs_device_)
+Result<std::unique_ptr<driver::Endpoint>> Engine::CreateLinkEndpoint(Transport transport) {
+  if (device(Transport::kTcp) == nullptr)
+    return Status(Code::kUnavailable, "peering is off (no fabric key)");
+  if (transport == Transport::kVerbs) {
+    if (device(Transport::kVerbs) == nullptr)
       return Status(Code::kUnavailable, "no verbs transport here: " + verbs_info_.reason);
-    return verbs_device_->CreateEndpoint();
+    return device(Transport::kVerbs)->CreateEndpoint();
   }
-  return link_device_->CreateEndpoint();
+  return device(Transport::kTcp)->CreateEndpoint();
 }
 
 Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
                                      std::unique_ptr<driver::Connection> conn) {
-  for (auto& [id, l] : links_) {
-    if (l->spec.peer == spec.peer && l->spec.origin == spec.origin) {
-      if (l->spec.generation > spec.generation && l->spec.peer_instance == spec.peer_instance) {
-        return Status(Code::kLinkDown, "generation " + std::to_string(spec.generation) +
-                                           " is older than the installed " +
-                                           std::to_string(l->spec.generation));
-      }
-      DropLink(id, Code::kLinkDown, "replaced by generation " + std::to_string(spec.generation));
-      break;
+  if (EngineLink* old = links_.Find(LinkKey{spec.peer, spec.origin})) {
+    if (old->spec.generation > spec.generation && old->spec.peer_instance == spec.peer_instance) {
+      return Status(Code::kLinkDown, "generation " + std::to_string(spec.generation) +
+                                         " is older than the installed " +
+                                         std::to_string(old->spec.generation));
     }
+    DropLink(old->id, Code::kLinkDown, "replaced by generation " + std::to_string(spec.generation));
   }
   auto l = std::make_unique<EngineLink>();
   l->id = next_id_++;
   l->spec = spec;
   l->conn = std::move(conn);
-  l->stats = &link_stats_[spec.peer + "/" + spec.origin];
-  l->verbs = spec.transport == "verbs";
-  l->device = l->verbs ? verbs_device_.get() : link_device_.get();
+  l->device = device(spec.transport);
   if (l->device == nullptr)
-    return Status(Code::kInvalid, "no device for a " + spec.transport + " link");
+    return Status(Code::kInvalid,
+                  "no device for a " + std::string(TransportName(spec.transport)) + " link");
   const driver::Caps& caps = l->conn->caps();
   l->slots = options_.link_recv_slots;
   l->slot_bytes = options_.link_slot_bytes;
@@ -94,25 +91,14 @@ Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
   }
   uint64_t id = l->id;
   spdlog::get("engine")->info("link {} to '{}' ({}) up: generation {}, transport {}", id, spec.peer,
-                              spec.origin, spec.generation, l->conn->caps().name);
-  links_.emplace(id, std::move(l));
+                              OriginName(spec.origin), spec.generation, l->conn->caps().name);
+  links_.Add(std::move(l));
   return id;
 }
 
-EngineLink* Engine::FindLink(uint64_t id) {
-  auto it = links_.find(id);
-  return it == links_.end() ? nullptr : it->second.get();
-}
+EngineLink* Engine::FindLink(uint64_t id) { return links_.Find(id); }
 
-EngineLink* Engine::LinkTo(const std::string& peer) {
-  EngineLink* best = nullptr;
-  for (auto& [id, l] : links_) {
-    if (l->spec.peer != peer || l->failed) continue;
-    // Prefer the link this host dialed; either carries any traffic.
-    if (best == nullptr || l->spec.origin == "out") best = l.get();
-  }
-  return best;
-}
+EngineLink* Engine::LinkTo(const std::string& peer) { return links_.To(peer); }
 
 void Engine::FailLink(EngineLink& l, Code code, const std::string& why) {
   if (l.failed) return;
@@ -122,89 +108,35 @@ void Engine::FailLink(EngineLink& l, Code code, const std::string& why) {
 }
 
 void Engine::DropLink(uint64_t link_id, Code code, const std::string& why) {
-  auto it = links_.find(link_id);
-  if (it == links_.end()) return;
-  std::unique_ptr<EngineLink> l = std::move(it->second);
-  links_.erase(it);
+  std::unique_ptr<EngineLink> l = links_.Remove(link_id);
+  if (!l) return;
   spdlog::get("engine")->warn("link {} to '{}' ({}, generation {}) down: {}: {}", link_id,
-                              l->spec.peer, l->spec.origin, l->spec.generation, CodeName(code),
-                              why);
+                              l->spec.peer, OriginName(l->spec.origin), l->spec.generation,
+                              CodeName(code), why);
   // Its queue pair is gone: no late access can come from it.
-  for (auto d = revoked_regions_.begin(); d != revoked_regions_.end();) {
-    d->second.waiting.erase(link_id);
-    d = d->second.waiting.empty() ? revoked_regions_.erase(d) : std::next(d);
-  }
-  std::erase_if(revoke_acks_, [link_id](const auto& ack) { return ack.first == link_id; });
+  registry_.LinkGone(link_id);
   std::string msg = "link to '" + l->spec.peer + "' went down: " + why;
-  std::vector<uint64_t> failed;
-  for (auto& [cid, call] : calls_) {
-    if (call.link == link_id) failed.push_back(cid);
+  for (uint64_t cid : calls_.OnLink(link_id)) {
+    std::optional<PendingCall> call = calls_.Take(cid);
+    // A peer's call: nobody left to answer.
+    if (std::holds_alternative<SessionCaller>(call->caller))
+      (void)AnswerCaller(*call, code, AsBytes(msg));
   }
-  for (uint64_t cid : failed) {
-    auto c = calls_.find(cid);
-    if (c->second.caller == 0) {
-      calls_.erase(c);  // a peer's call: nobody left to answer
-    } else {
-      FailCall(cid, code, msg);
-    }
-  }
-  for (auto& [tid, op] : transfers_) {
-    if (op.link != link_id) continue;
-    if (op.error == Code::kOk) {
-      op.error = code;
-      op.error_detail = msg;
-    }
-    // The connection goes with the link: nothing it had posted completes.
-    op.outstanding = 0;
-  }
-  std::vector<uint64_t> echoes;
-  for (auto& [seq, w] : echoes_) {
-    if (w.link == link_id) echoes.push_back(seq);
-  }
-  for (uint64_t seq : echoes) {
-    auto node = echoes_.extract(seq);
-    node.mapped().done(Status(code, msg));
-  }
+  transfers_.LinkGone(link_id, code, msg);
+  for (auto& echo : links_.TakeEchoesOn(link_id)) echo.done(Status(code, msg));
   l.reset();  // closes the connection
   if (on_link_down_) on_link_down_(link_id, why);
 }
 
 void Engine::DropPeer(const std::string& peer, Code code, const std::string& why) {
-  std::vector<uint64_t> ids;
-  for (auto& [id, l] : links_) {
-    if (l->spec.peer == peer) ids.push_back(id);
-  }
-  for (uint64_t id : ids) DropLink(id, code, why);
+  for (uint64_t id : links_.IdsTo(peer)) DropLink(id, code, why);
 }
 
 std::vector<LinkSnapshot> Engine::Links() const {
-  std::vector<LinkSnapshot> out;
-  for (const auto& [id, l] : links_) {
-    LinkSnapshot snap;
-    snap.id = id;
-    snap.peer = l->spec.peer;
-    snap.origin = l->spec.origin;
-    snap.transport = l->conn->caps().name;
-    snap.generation = l->spec.generation;
-    for (const auto& [cid, call] : calls_) snap.inflight += call.link == id ? 1 : 0;
-    for (const auto& [tid, op] : transfers_) snap.inflight += op.link == id ? 1 : 0;
-    snap.stats = *l->stats;
-    out.push_back(std::move(snap));
-  }
-  // Pairs without a live link still have their counters.
-  for (const auto& [key, stats] : link_stats_) {
-    auto slash = key.rfind('/');
-    LinkSnapshot snap;
-    snap.peer = key.substr(0, slash);
-    snap.origin = key.substr(slash + 1);
-    bool live = std::any_of(out.begin(), out.end(), [&](const LinkSnapshot& s) {
-      return s.id != 0 && s.peer == snap.peer && s.origin == snap.origin;
-    });
-    if (live) continue;
-    snap.stats = stats;
-    out.push_back(std::move(snap));
-  }
-  return out;
+  return links_.Snapshots([this](uint64_t id) {
+    uint32_t n = calls_.CountOnLink(id);
+    return n + transfers_.CountOnLink(id);
+  });
 }
 
 // ---- Sending -------------------------------------------------------------
@@ -329,49 +261,15 @@ bool Engine::ProgressLinks() {
 void Engine::OnFragment(EngineLink& l, uint32_t slot, uint32_t len) {
   ++l.stats->messages_received;
   l.stats->bytes_received += len;
-  std::string why;
-  std::optional<link_wire::Header> h = link_wire::Decode(l.slot(slot), len, &why);
-  if (!h) {
-    FailLink(l, Code::kLinkDown, "protocol error from peer: " + why);
+  // Nothing legitimate is larger than an app's arena half (a call or a
+  // reply) or an echo.
+  uint64_t limit = std::max<uint64_t>(options_.max_arena_bytes / 2, kMaxEchoBytes);
+  auto message = l.incoming.Feed({l.slot(slot), len}, limit);
+  if (!message.ok()) {
+    FailLink(l, message.status().code(), message.status().message());
     return;
   }
-  std::span<const std::byte> frag(l.slot(slot) + link_wire::kHeaderBytes,
-                                  len - link_wire::kHeaderBytes);
-  if (!l.partial) {
-    // Nothing legitimate is larger than an app's arena half (a call or a
-    // reply) or an echo: refuse before buffering it.
-    uint64_t limit = std::max<uint64_t>(options_.max_arena_bytes / 2, kMaxEchoBytes);
-    if (h->total_len > limit) {
-      FailLink(l, Code::kLinkDown,
-               "protocol error from peer: a message of " + std::to_string(h->total_len) +
-                   " bytes is larger than any receiver could take");
-      return;
-    }
-    if (h->frag_off != 0) {
-      FailLink(l, Code::kLinkDown, "protocol error from peer: a message starts mid-way");
-      return;
-    }
-    if (frag.size() == h->total_len) {
-      Dispatch(l, *h, frag);
-      return;
-    }
-    l.partial = true;
-    l.partial_header = *h;
-    l.partial_payload.assign(reinterpret_cast<const char*>(frag.data()), frag.size());
-    return;
-  }
-  const link_wire::Header& p = l.partial_header;
-  if (h->type != p.type || h->id != p.id || h->total_len != p.total_len ||
-      h->frag_off != l.partial_payload.size()) {
-    FailLink(l, Code::kLinkDown, "protocol error from peer: fragments out of order");
-    return;
-  }
-  l.partial_payload.append(reinterpret_cast<const char*>(frag.data()), frag.size());
-  if (l.partial_payload.size() < p.total_len) return;
-  l.partial = false;
-  std::string payload = std::move(l.partial_payload);
-  l.partial_payload.clear();
-  Dispatch(l, p, AsBytes(payload));
+  if (*message) Dispatch(l, (*message)->header, (*message)->payload);
 }
 
 void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
@@ -397,16 +295,13 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
       }
       // The owner keeps its memory registered until we say none of our
       // RDMA accesses to it is still posted.
-      if (l.verbs) {
-        revoke_acks_.emplace(l.id, h.target);
+      if (l.verbs()) {
+        transfers_.OweRevokeAck(l.id, h.target);
         SendRevokeAcks();
       }
       break;
     case link_wire::MsgType::kRevokeAck:
-      if (auto d = revoked_regions_.find(h.target); d != revoked_regions_.end()) {
-        d->second.waiting.erase(l.id);
-        if (d->second.waiting.empty()) revoked_regions_.erase(d);  // deregisters
-      }
+      registry_.AckDrain(h.target, l.id);
       break;
     case link_wire::MsgType::kEcho: {
       link_wire::Header r;
@@ -416,11 +311,7 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
       break;
     }
     case link_wire::MsgType::kEchoReply: {
-      auto node = echoes_.extract(h.id);
-      if (!node.empty()) {
-        node.mapped().done(
-            std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
-      }
+      if (auto echo = links_.TakeEcho(h.id)) echo->done(std::string(AsText(payload)));
       break;
     }
   }
@@ -440,14 +331,14 @@ Result<uint64_t> Engine::StartEcho(const std::string& peer, std::string payload,
   h.type = link_wire::MsgType::kEcho;
   h.id = seq;
   SendMessage(*l, h, AsBytes(payload));
-  echoes_.emplace(seq, EchoWaiter{l->id, std::move(payload), std::move(done)});
+  links_.AddEcho(seq, LinkTable::EchoWaiter{l->id, std::move(payload), std::move(done)});
   if (used != nullptr) {
-    used->transport = l->conn->caps().name;
+    used->transport = l->spec.transport;
     used->generation = l->spec.generation;
   }
   return seq;
 }
 
-void Engine::CancelEcho(uint64_t seq) { echoes_.erase(seq); }
+void Engine::CancelEcho(uint64_t seq) { (void)links_.TakeEcho(seq); }
 
 }  // namespace mcdma::daemon

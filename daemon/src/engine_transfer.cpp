@@ -19,8 +19,8 @@ constexpr size_t kPollBatch = 16;
 void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
   bool is_read = d.opcode == static_cast<uint8_t>(shm::Op::kRead);
   const char* verb = is_read ? "read" : "write";
-  auto buf = buffers_.find(d.local_buffer);
-  if (buf == buffers_.end() || buf->second->owner != s.id()) {
+  std::shared_ptr<BufferRecord> buf = registry_.OwnedBuffer(d.local_buffer, s.id());
+  if (!buf) {
     Reject(s, d, Code::kNotFound,
            "buffer " + std::to_string(d.local_buffer) + " is not owned by this session");
     return;
@@ -29,7 +29,7 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
     Reject(s, d, Code::kInvalid, std::string("zero-length ") + verb);
     return;
   }
-  uint64_t local_size = buf->second->size();
+  uint64_t local_size = buf->size();
   if (d.local_offset > local_size || d.length > local_size - d.local_offset) {
     Reject(s, d, Code::kOutOfRange,
            "local range [" + std::to_string(d.local_offset) + ", +" + std::to_string(d.length) +
@@ -44,7 +44,7 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
     return;
   }
   if (h->second.peer) {
-    HandlePeerTransfer(s, d, buf->second, h->second.peer);
+    HandlePeerTransfer(s, d, buf, h->second.peer);
     return;
   }
   std::shared_ptr<ExportRecord> target = h->second.target.lock();
@@ -69,14 +69,14 @@ void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
   op.session = s.id();
   op.tag = d.tag;
   op.is_read = is_read;
-  op.local = buf->second;
+  op.local = buf;
   op.local_offset = d.local_offset;
   op.target = std::move(target);
   op.remote_offset = d.remote_offset;
   op.length = d.length;
   op.deadline = DeadlineFor(d);
   ++s.inflight;
-  transfers_.emplace(op.id, std::move(op));
+  transfers_.Add(std::move(op));
 }
 
 void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
@@ -115,26 +115,25 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
                 "' was resolved; resolve it again");
     return;
   }
-  if (target->transport != (l->verbs ? "verbs" : "tcp")) {
+  if (target->transport != l->spec.transport) {
     Decline(s, d, Code::kRevoked,
             "export '" + target->name + "' on '" + target->peer + "' was resolved for a " +
-                target->transport + " link; the link now uses " + (l->verbs ? "verbs" : "tcp") +
-                ": resolve it again");
+                std::string(TransportName(target->transport)) + " link; the link now uses " +
+                std::string(TransportName(l->spec.transport)) + ": resolve it again");
     return;
   }
-  if (l->verbs && buf->verbs.empty()) {
+  if (l->verbs() && buf->reg(Transport::kVerbs).empty()) {
     // Registered with the RDMA device at its first use there: a profile
     // that allows few registrations is not spent on buffers never sent.
-    auto reg =
-        RegisterPieces(*verbs_device_, buf->segment.data(), buf->size(), driver::kAccessLocal);
+    auto reg = RegisterPieces(*l->device, buf->segment.data(), buf->size(), driver::kAccessLocal);
     if (!reg.ok()) {
       Decline(s, d, reg.status().code(),
               "buffer " + std::to_string(buf->id) + ": " + reg.status().message());
       return;
     }
-    buf->verbs = std::move(reg).value();
+    buf->reg(Transport::kVerbs) = std::move(reg).value();
   }
-  if (!l->verbs && buf->link.empty()) {
+  if (!l->verbs() && buf->reg(Transport::kTcp).empty()) {
     Decline(s, d, Code::kUnavailable,
             "buffer " + std::to_string(buf->id) +
                 " was allocated before peering started; allocate anew");
@@ -158,7 +157,7 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
   } else {
     ++l->stats->writes;
   }
-  transfers_.emplace(op.id, std::move(op));
+  transfers_.Add(std::move(op));
 }
 
 // Posts what the op may post now; true if anything was posted.
@@ -171,9 +170,8 @@ bool Engine::PostTransferPieces(TransferOp& op) {
     conn = link->conn.get();
   }
   const driver::Caps& caps = conn->caps();
-  const Registration& local_reg = link == nullptr ? op.local->local
-                                  : link->verbs   ? op.local->verbs
-                                                  : op.local->link;
+  const Registration& local_reg =
+      op.local->reg(link == nullptr ? Transport::kLoop : link->spec.transport);
   bool did = false;
   // The send queue's room: a link's receive slots sit in the other queue.
   auto queue_full = [&] {
@@ -183,25 +181,9 @@ bool Engine::PostTransferPieces(TransferOp& op) {
   };
   while (op.error == Code::kOk && op.posted < op.length && op.outstanding < kPiecesInFlightPerOp &&
          !queue_full()) {
-    uint64_t local_off = op.local_offset + op.posted;
-    uint64_t n = std::min({op.length - op.posted, options_.transfer_chunk_bytes,
-                           op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,
-                           local_reg.PieceRemaining(local_off)});
-    driver::RemoteSlice remote;
-    if (op.peer) {
-      uint64_t ro = op.remote_offset + op.posted;
-      const PeerExport::Piece& piece = op.peer->PieceAt(ro);
-      n = std::min(n, piece.offset + piece.length - ro);
-      remote = {piece.addr + (ro - piece.offset), piece.rkey};
-    } else {
-      uint64_t remote_off = op.target->offset + op.remote_offset + op.posted;
-      const Registration& remote_reg = op.target->buffer->local;
-      n = std::min(n, remote_reg.PieceRemaining(remote_off));
-      remote = remote_reg.Remote(remote_off);
-    }
-    driver::LocalSlice local = local_reg.Slice(local_off, n);
-    Status st =
-        op.is_read ? conn->PostRead(op.id, local, remote) : conn->PostWrite(op.id, local, remote);
+    Piece piece = NextPiece(op, local_reg, caps, options_.transfer_chunk_bytes);
+    Status st = op.is_read ? conn->PostRead(op.id, piece.local, piece.remote)
+                           : conn->PostWrite(op.id, piece.local, piece.remote);
     if (st.code() == Code::kBusy) break;
     if (!st.ok()) {
       op.error = st.code();
@@ -209,7 +191,7 @@ bool Engine::PostTransferPieces(TransferOp& op) {
       if (link != nullptr && st.code() == Code::kLinkDown) FailLink(*link, st.code(), st.message());
       break;
     }
-    op.posted += n;
+    op.posted += piece.bytes;
     ++op.outstanding;
     if (link != nullptr) ++link->transfers;
     did = true;
@@ -218,9 +200,9 @@ bool Engine::PostTransferPieces(TransferOp& op) {
 }
 
 void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_link) {
-  auto it = transfers_.find(wc.wr_id);
-  if (it == transfers_.end()) return;
-  TransferOp& op = it->second;
+  TransferOp* found = transfers_.Find(wc.wr_id);
+  if (found == nullptr) return;
+  TransferOp& op = *found;
   if (op.outstanding > 0) --op.outstanding;
   if (wc.code == Code::kOk) {
     op.done += wc.byte_len;
@@ -234,7 +216,7 @@ void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_li
     // looks the same, so the honest answer is the link's.
     if (over_link && wc.code == Code::kPermissionDenied && op.peer) {
       const EngineLink* l = FindLink(op.link);
-      if (l != nullptr && l->verbs && l->conn->caps().one_sided) {
+      if (l != nullptr && l->verbs() && l->conn->caps().one_sided) {
         op.error = Code::kLinkDown;
         op.error_detail = "the NIC of '" + op.peer->peer + "' refused the access to export '" +
                           op.peer->name +
@@ -251,33 +233,20 @@ void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_li
 
 bool Engine::SendRevokeAcks() {
   bool did = false;
-  for (auto it = revoke_acks_.begin(); it != revoke_acks_.end();) {
-    auto [link_id, export_id] = *it;
-    bool posted = false;
-    for (const auto& [id, op] : transfers_) {
-      if (op.link == link_id && op.peer && op.peer->export_id == export_id && op.outstanding > 0) {
-        posted = true;
-        break;
-      }
-    }
-    if (posted) {
-      ++it;
-      continue;
-    }
+  for (auto [link_id, export_id] : transfers_.TakeReadyRevokeAcks()) {
     if (EngineLink* l = FindLink(link_id)) {
       link_wire::Header h;
       h.type = link_wire::MsgType::kRevokeAck;
       h.target = export_id;
       SendMessage(*l, h, {});
     }
-    it = revoke_acks_.erase(it);
     did = true;
   }
   return did;
 }
 
 bool Engine::ProgressTransfers() {
-  bool did = revoke_acks_.empty() ? false : SendRevokeAcks();
+  bool did = transfers_.owes_revoke_acks() && SendRevokeAcks();
   if (transfers_.empty()) return did;
   for (auto& [id, op] : transfers_) {
     bool revoked = op.peer ? op.peer->revoked : op.target->revoked;
@@ -293,25 +262,11 @@ bool Engine::ProgressTransfers() {
   size_t n = local_->Poll(wcs);
   for (size_t i = 0; i < n; ++i) OnTransferCompletion(wcs[i], /*over_link=*/false);
   did |= n > 0;
-  for (auto it = transfers_.begin(); it != transfers_.end();) {
-    TransferOp& op = it->second;
-    bool finished = op.error != Code::kOk || op.done == op.length;
-    // A deadline is reported at once; the pieces still posted drain after.
-    if (!op.completed && finished && (op.outstanding == 0 || op.error == Code::kTimeout)) {
-      FinishTransfer(op);
-      did = true;
-    }
-    if (op.completed && op.outstanding == 0) {
-      it = transfers_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  did |= transfers_.FinishAndReap([this](TransferOp& op) { FinishTransfer(op); });
   return did;
 }
 
 void Engine::FinishTransfer(TransferOp& op) {
-  op.completed = true;
   if (op.link != 0) {
     if (EngineLink* l = FindLink(op.link)) {
       if (op.error != Code::kOk) {

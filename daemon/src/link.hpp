@@ -9,14 +9,45 @@
 #include <cstdlib>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "driver/transport.hpp"
+#include "engine/fragments.hpp"
 #include "link_wire.hpp"
 #include "mcdma/status.hpp"
 
 namespace mcdma::daemon {
+
+// The transports the engine holds a device for. The loop device carries
+// transfers between sessions of this host; tcp and verbs carry links.
+enum class Transport : uint8_t { kLoop = 0, kTcp = 1, kVerbs = 2 };
+inline constexpr size_t kTransportCount = 3;
+// "loop", "tcp", "verbs": the spellings of the config, the peer protocol
+// and mcdmactl.
+std::string_view TransportName(Transport t);
+std::optional<Transport> TransportFromName(std::string_view name);
+// A link's transport as the peer protocol names it: verbs for "verbs",
+// tcp for anything else (the names are checked where they come in).
+inline Transport LinkTransport(std::string_view name) {
+  return name == "verbs" ? Transport::kVerbs : Transport::kTcp;
+}
+
+// Which end dialed a link: this host ("out") or the peer ("in").
+enum class LinkOrigin : uint8_t { kOut, kIn };
+std::string_view OriginName(LinkOrigin o);
+
+// A (peer, origin) pair: links of all its generations share its counters.
+struct LinkKey {
+  std::string peer;
+  LinkOrigin origin = LinkOrigin::kOut;
+  bool operator<(const LinkKey& o) const {
+    return std::tie(peer, origin) < std::tie(o.peer, o.origin);
+  }
+};
 
 // Cumulative traffic of a (peer, origin) pair over all its generations.
 struct LinkStats {
@@ -35,12 +66,12 @@ struct LinkStats {
 
 // What the link manager hands the engine with a connected Connection.
 struct LinkSpec {
-  std::string peer;    // the peer's host id
-  std::string origin;  // "out" (this host dialed) or "in"
+  std::string peer;  // the peer's host id
+  LinkOrigin origin = LinkOrigin::kOut;
   uint64_t generation = 0;
-  std::string peer_instance;      // the peer daemon's instance id
-  uint32_t peer_slot_bytes = 0;   // the peer's receive slot size (0: same as ours)
-  std::string transport = "tcp";  // "tcp" or "verbs": which link device it runs on
+  std::string peer_instance;              // the peer daemon's instance id
+  uint32_t peer_slot_bytes = 0;           // the peer's receive slot size (0: same as ours)
+  Transport transport = Transport::kTcp;  // which link device it runs on: tcp or verbs
 };
 
 // The RDMA device this host's verbs links use, or why there is none.
@@ -60,8 +91,8 @@ struct LocalVerbsInfo {
 struct LinkSnapshot {
   uint64_t id = 0;
   std::string peer;
-  std::string origin;
-  std::string transport;
+  LinkOrigin origin = LinkOrigin::kOut;
+  Transport transport = Transport::kTcp;
   uint64_t generation = 0;
   uint32_t inflight = 0;
   LinkStats stats;
@@ -76,8 +107,7 @@ struct EngineLink {
   LinkSpec spec;
   std::unique_ptr<driver::Connection> conn;
   driver::Device* device = nullptr;  // the link device the connection belongs to
-  bool verbs = false;                // device is the verbs device
-  LinkStats* stats = nullptr;        // owned by the engine, outlives the link
+  LinkStats* stats = nullptr;        // owned by the LinkTable, outlives the link
 
   // Receive slots [0, slots) then send slots [slots, 2 * slots), each
   // slot_bytes, in one page-aligned allocation registered as `region`.
@@ -99,9 +129,7 @@ struct EngineLink {
   uint64_t backlog_bytes = 0;
 
   // The message being received in fragments.
-  bool partial = false;
-  link_wire::Header partial_header;
-  std::string partial_payload;
+  Reassembler incoming;
 
   uint32_t transfers = 0;  // one-sided requests posted and not completed
   // Set by the data path on a transport error or a protocol violation; the
@@ -110,6 +138,7 @@ struct EngineLink {
   Code fail_code = Code::kLinkDown;
   std::string fail_reason;
 
+  bool verbs() const { return spec.transport == Transport::kVerbs; }
   std::byte* slot(uint32_t index) const { return memory.get() + uint64_t{index} * slot_bytes; }
   uint32_t payload_per_fragment() const {
     return fragment_bytes - static_cast<uint32_t>(link_wire::kHeaderBytes);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "driver/transport.hpp"
+#include "link.hpp"
 #include "mcdma_internal/shm_segment.hpp"
 
 namespace mcdma::daemon {
@@ -56,21 +58,21 @@ Result<Registration> RegisterPieces(driver::Device& device, std::byte* addr, uin
                                     uint32_t access);
 
 // A bulk buffer: a shared-memory segment registered with the loop device
-// (local transfers) and, when links exist, the link device. In-flight
+// (local transfers), the tcp device when peering is on, and the verbs
+// device at its first transfer over a verbs link. In-flight
 // transfers hold a shared_ptr, so the registrations and the mapping outlive
 // the owner's session until the last request on them has completed.
 struct BufferRecord {
   uint64_t id = 0;
   uint64_t owner = 0;  // session id
   ShmSegment segment;
-  // Declared after segment: deregistered before it is unmapped.
-  Registration local;
-  Registration link;
-  // With the verbs device, made at the first transfer over a verbs link.
-  Registration verbs;
+  // By transport. Declared after segment: deregistered before it is unmapped.
+  std::array<Registration, kTransportCount> regs;
   Clock::time_point created;
 
   uint64_t size() const { return segment.size(); }
+  Registration& reg(Transport t) { return regs[static_cast<size_t>(t)]; }
+  const Registration& reg(Transport t) const { return regs[static_cast<size_t>(t)]; }
 };
 
 struct ExportRecord {
@@ -88,11 +90,12 @@ struct ExportRecord {
   // Set when unexported, expired or its owner went away; transfers still
   // holding the record stop posting.
   bool revoked = false;
-  // The exported range registered with the link device with the export's
-  // rights, made at the first resolution by a peer. Revocation destroys it,
-  // so peers' accesses fail at once, whatever they hold.
-  Registration peer_access;
-  Registration peer_access_verbs;  // the same for peers on verbs links
+  // The exported range registered with a link device (tcp, verbs) with the
+  // export's rights, made at the first resolution by a peer over it.
+  // Revocation destroys it, so peers' accesses fail at once, whatever they
+  // hold. By transport; the loop one is unused.
+  std::array<Registration, kTransportCount> peer_access;
+  Registration& access(Transport t) { return peer_access[static_cast<size_t>(t)]; }
   // Peers that resolved it (told when it is revoked).
   std::set<std::string> resolved_by;
 };
@@ -102,8 +105,8 @@ struct PeerExport {
   std::string peer;
   std::string peer_instance;  // the peer daemon instance that granted it
   std::string name;
-  std::string transport = "tcp";  // the pieces are for links of this transport
-  uint64_t export_id = 0;         // the peer's id
+  Transport transport = Transport::kTcp;  // the pieces are for links of this transport
+  uint64_t export_id = 0;                 // the peer's id
   uint64_t length = 0;
   bool allow_read = false;
   bool allow_write = false;
@@ -147,21 +150,6 @@ struct ServiceRecord {
   uint64_t id = 0;
   std::string name;
   uint64_t session = 0;
-};
-
-// A call awaiting its reply. Local: caller and server are sessions here.
-// Outgoing (to a peer): server is 0 and `link` carries it. Incoming (from a
-// peer): caller is 0, caller_tag is the peer's call id, and the reply goes
-// back on `link`.
-struct PendingCall {
-  uint64_t caller = 0;  // session id
-  uint64_t caller_tag = 0;
-  uint64_t server = 0;  // session id
-  uint64_t service = 0;
-  Clock::time_point deadline;
-  uint64_t link = 0;     // engine link id; 0 for a local call
-  bool one_way = false;  // an outgoing NOTIFY awaiting the peer's ack
-  uint64_t bytes = 0;    // an outgoing NOTIFY's payload length
 };
 
 // A one-sided transfer in progress, cut into pieces posted on the transport.

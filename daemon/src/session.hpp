@@ -80,7 +80,6 @@ class Session {
   }
   // Hands back a daemon-half range the app received; false if it is not one.
   bool Release(uint64_t off, uint64_t len) { return daemon_arena_.Free(off, len); }
-  uint64_t daemon_arena_free() const { return daemon_arena_.free_bytes(); }
 
   // Marks the mailbox closed with a reason code and wakes the app.
   void MarkClosed(Code reason);

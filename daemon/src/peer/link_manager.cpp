@@ -45,7 +45,7 @@ void LinkManager::Start() {
   for (const PeerConfig& p : options_.peers) {
     auto e = std::make_unique<Entry>();
     e->config = p;
-    e->origin = "config";
+    e->origin = PeerOrigin::kConfig;
     Entry* raw = e.get();
     out_.emplace(p.name, std::move(e));
     raw->thread = std::thread([this, raw] { DialLoop(raw); });
@@ -61,7 +61,8 @@ void LinkManager::Stop(v1::PeerGoodbyeReason reason) {
     stopping_ = true;
     for (auto* table : {&out_, &in_}) {
       for (auto& [name, e] : *table) {
-        if (e->state == "up" && std::find(linked.begin(), linked.end(), name) == linked.end())
+        if (e->state == PeerState::kUp &&
+            std::find(linked.begin(), linked.end(), name) == linked.end())
           linked.push_back(name);
       }
     }
@@ -110,14 +111,42 @@ bool LinkManager::NotePeerInstance(const std::string& host, const std::string& i
     it->second->generation = 0;
     it->second->link_id = 0;
     it->second->last_error = "peer restarted";
-    SetState(it->second.get(), "down");
+    SetState(it->second.get(), PeerState::kDown);
   }
   return true;
 }
 
-void LinkManager::SetState(Entry* e, const std::string& state) {
+std::string_view PeerStateName(PeerState s) {
+  switch (s) {
+    case PeerState::kConnecting:
+      return "connecting";
+    case PeerState::kUp:
+      return "up";
+    case PeerState::kReconnecting:
+      return "reconnecting";
+    case PeerState::kRefused:
+      return "refused";
+    case PeerState::kDown:
+      return "down";
+  }
+  return "down";
+}
+
+std::string_view PeerOriginName(PeerOrigin o) {
+  switch (o) {
+    case PeerOrigin::kConfig:
+      return "config";
+    case PeerOrigin::kRuntime:
+      return "runtime";
+    case PeerOrigin::kIncoming:
+      return "incoming";
+  }
+  return "config";
+}
+
+void LinkManager::SetState(Entry* e, PeerState state) {
   if (e->state == state) return;
-  if (e->state == "up") {
+  if (e->state == PeerState::kUp) {
     ++e->downs;
     e->down_reason = e->last_error;
   }
@@ -184,7 +213,7 @@ void LinkManager::DialLoop(Entry* e) {
       std::lock_guard lock(mu_);
       if (stopping_ || e->removed) return;
       e->last_error = why;
-      SetState(e, "reconnecting");
+      SetState(e, PeerState::kReconnecting);
       // A peer that said Goodbye is stopping on purpose: no quick retries.
       if (e->said_goodbye) backoff = max;
       e->said_goodbye = false;
@@ -194,7 +223,8 @@ void LinkManager::DialLoop(Entry* e) {
       if (stopping_ || e->removed) return;
       e->last_error = st.message();
       bool refused = IsRefusal(st);
-      SetState(e, refused ? "refused" : (ever_up ? "reconnecting" : "connecting"));
+      SetState(e, refused ? PeerState::kRefused
+                          : (ever_up ? PeerState::kReconnecting : PeerState::kConnecting));
       if (refused) backoff = max;
       log->warn("link to '{}' {}: {}", e->config.name, refused ? "refused" : "not up",
                 st.ToString());
@@ -249,7 +279,8 @@ Status LinkManager::ConnectOnce(Entry* e) {
       return 0;
     });
   }
-  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(choice.transport); });
+  auto ep =
+      engine_.Run([&] { return engine_.CreateLinkEndpoint(LinkTransport(choice.transport)); });
   if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
   MCDMA_RETURN_IF_ERROR(ep->status());
   std::unique_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
@@ -280,7 +311,12 @@ Status LinkManager::ConnectOnce(Entry* e) {
     return Status(conn.status().code(), "data connection to '" + name + "' over " +
                                             choice.transport + ": " + conn.status().message());
   }
-  LinkSpec spec{name, "out", generation, hello.instance_id(), crep.slot_bytes(), choice.transport};
+  LinkSpec spec{name,
+                LinkOrigin::kOut,
+                generation,
+                hello.instance_id(),
+                crep.slot_bytes(),
+                LinkTransport(choice.transport)};
   // Installed and recorded in one engine step: a link-down report (also on
   // the engine thread) cannot fall in between.
   auto installed = engine_.Run([&]() -> Status {
@@ -291,7 +327,7 @@ Status LinkManager::ConnectOnce(Entry* e) {
     e->link_lost = false;
     e->last_heartbeat = std::chrono::steady_clock::now();
     e->verbs_path = path;
-    SetState(e, "up");
+    SetState(e, PeerState::kUp);
     return Status::Ok();
   });
   if (!installed) return Status(Code::kUnavailable, "the engine has stopped");
@@ -384,9 +420,9 @@ void LinkManager::OnEngineLinkDown(uint64_t link_id, const std::string& why) {
         if (e->link_id != link_id) continue;
         e->link_lost = true;
         e->last_error = why;
-        if (e->origin == "incoming") {
+        if (e->origin == PeerOrigin::kIncoming) {
           e->link_id = 0;
-          SetState(e.get(), "down");
+          SetState(e.get(), PeerState::kDown);
         }
       }
     }
@@ -404,7 +440,8 @@ void LinkManager::SweepLoop() {
     auto now = std::chrono::steady_clock::now();
     std::vector<std::pair<uint64_t, std::string>> drop;
     for (auto& [name, e] : in_) {
-      if (e->state != "up" || e->link_id == 0 || now - e->last_heartbeat < timeout) continue;
+      if (e->state != PeerState::kUp || e->link_id == 0 || now - e->last_heartbeat < timeout)
+        continue;
       std::string why = "no heartbeat from '" + name + "' for " +
                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                            now - e->last_heartbeat)
@@ -413,7 +450,7 @@ void LinkManager::SweepLoop() {
       drop.emplace_back(e->link_id, why);
       e->last_error = why;
       e->link_id = 0;
-      SetState(e.get(), "down");
+      SetState(e.get(), PeerState::kDown);
     }
     if (drop.empty()) continue;
     lock.unlock();

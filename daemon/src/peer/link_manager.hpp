@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -38,6 +39,14 @@
 #include "peer/peer_channel.hpp"
 
 namespace mcdma::daemon {
+
+// A peer's link as `mcdmactl links` shows it (the state machine above).
+enum class PeerState : uint8_t { kConnecting, kUp, kReconnecting, kRefused, kDown };
+std::string_view PeerStateName(PeerState s);  // "connecting", "up", ...
+// How this host knows a peer: from the config file, added at run time
+// (mcdmactl link add), or because it dialed this host.
+enum class PeerOrigin : uint8_t { kConfig, kRuntime, kIncoming };
+std::string_view PeerOriginName(PeerOrigin o);  // "config", "runtime", "incoming"
 
 class LinkManager {
  public:
@@ -64,8 +73,6 @@ class LinkManager {
   Result<v1::LinkTestReply> Test(const std::string& peer, uint32_t bytes, uint32_t count);
 
   // ---- Apps (control plane) ----
-  // Whether `peer` names a peer this daemon knows (configured or linked).
-  bool Knows(const std::string& peer);
   Result<uint64_t> LookupService(uint64_t session, const std::string& peer,
                                  const std::string& service);
   Result<ResolveInfo> Resolve(uint64_t session, const std::string& peer, const std::string& name);
@@ -83,8 +90,8 @@ class LinkManager {
   using TimePoint = std::chrono::steady_clock::time_point;
   struct Entry {
     PeerConfig config;
-    std::string origin;  // "config", "runtime", "incoming"
-    std::string state = "connecting";
+    PeerOrigin origin = PeerOrigin::kConfig;
+    PeerState state = PeerState::kConnecting;
     TimePoint state_since = std::chrono::steady_clock::now();
     TimePoint retry_at{};
     std::string transport;
@@ -121,7 +128,7 @@ class LinkManager {
   // Heartbeats until the link goes down; returns why.
   std::string HeartbeatLoop(Entry* e);
   void SweepLoop();
-  void SetState(Entry* e, const std::string& state);  // mu_ held
+  void SetState(Entry* e, PeerState state);  // mu_ held
   // Records a peer's instance id (mu_ held); true when it changed (the peer
   // restarted): its incoming entry is reset. The caller then drops the
   // peer's links on the engine (without mu_).

@@ -24,11 +24,6 @@ std::shared_ptr<PeerChannel> LinkManager::MakeChannel(const std::string& target,
   return std::make_shared<PeerChannel>(target, peer, options_.host_id, key_, creds_);
 }
 
-bool LinkManager::Knows(const std::string& peer) {
-  std::lock_guard lock(mu_);
-  return out_.count(peer) != 0 || in_.count(peer) != 0;
-}
-
 Result<std::shared_ptr<PeerChannel>> LinkManager::ChannelFor(const std::string& peer) {
   std::lock_guard lock(mu_);
   if (auto it = channels_.find(peer); it != channels_.end()) return it->second;
@@ -48,12 +43,13 @@ Status LinkManager::RequireUp(const std::string& peer) {
   for (auto* table : {&out_, &in_}) {
     auto it = table->find(peer);
     if (it == table->end()) continue;
-    if (it->second->state == "up") return Status::Ok();
+    if (it->second->state == PeerState::kUp) return Status::Ok();
     seen = it->second.get();
   }
   if (seen == nullptr)
     return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
-  return Status(Code::kLinkDown, "link to '" + peer + "' is " + seen->state +
+  return Status(Code::kLinkDown, "link to '" + peer + "' is " +
+                                     std::string(PeerStateName(seen->state)) +
                                      (seen->last_error.empty() ? "" : ": " + seen->last_error));
 }
 
@@ -88,7 +84,8 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
     std::lock_guard lock(mu_);
     for (auto* table : {&out_, &in_}) {
       auto it = table->find(peer);
-      if (it != table->end() && it->second->state == "up") transport = it->second->transport;
+      if (it != table->end() && it->second->state == PeerState::kUp)
+        transport = it->second->transport;
     }
   }
   v1::PeerResolveExportRequest req;
@@ -98,7 +95,7 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
   PeerExport pe;
   pe.peer = peer;
   pe.name = name;
-  pe.transport = transport;
+  pe.transport = LinkTransport(transport);
   pe.export_id = rep.export_id();
   pe.length = rep.length();
   pe.allow_read = rep.allow_read();
@@ -140,7 +137,7 @@ Status LinkManager::Add(const PeerConfig& peer) {
     return Status(Code::kAlreadyExists, "a link to '" + peer.name + "' exists");
   auto e = std::make_unique<Entry>();
   e->config = peer;
-  e->origin = "runtime";
+  e->origin = PeerOrigin::kRuntime;
   Entry* raw = e.get();
   out_.emplace(peer.name, std::move(e));
   channels_.erase(peer.name);
@@ -209,19 +206,21 @@ void LinkManager::Fill(v1::LinksReply* out) {
     for (auto& [name, e] : *table) {
       v1::LinkInfo* li = out->add_links();
       li->set_peer(name);
-      li->set_address(e->origin == "incoming" ? "" : e->config.address);
-      li->set_origin(e->origin);
-      li->set_state(e->state);
+      li->set_address(e->origin == PeerOrigin::kIncoming ? "" : e->config.address);
+      li->set_origin(std::string(PeerOriginName(e->origin)));
+      li->set_state(std::string(PeerStateName(e->state)));
       li->set_transport_requested(e->config.transport);
       li->set_transport(e->transport);
       li->set_transport_reason(e->transport_reason);
-      if (e->transport == "verbs" && e->state == "up") *li->mutable_verbs() = e->verbs_path;
+      if (e->transport == "verbs" && e->state == PeerState::kUp)
+        *li->mutable_verbs() = e->verbs_path;
       li->set_generation(e->generation);
       li->set_rtt_us(e->rtt_us);
       li->set_rtt_avg_us(e->rtt_avg_us);
       li->set_state_ms(static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::milliseconds>(now - e->state_since).count()));
-      if ((e->state == "reconnecting" || e->state == "refused" || e->state == "connecting") &&
+      if ((e->state == PeerState::kReconnecting || e->state == PeerState::kRefused ||
+           e->state == PeerState::kConnecting) &&
           e->retry_at > now) {
         li->set_retry_in_ms(static_cast<uint64_t>(
             std::chrono::duration_cast<std::chrono::milliseconds>(e->retry_at - now).count()));
@@ -239,7 +238,7 @@ void LinkManager::Fill(v1::LinksReply* out) {
       c->set_downs(e->downs);
       c->set_reconnects(e->reconnects);
       if (!snaps) continue;
-      std::string origin = e->origin == "incoming" ? "in" : "out";
+      LinkOrigin origin = e->origin == PeerOrigin::kIncoming ? LinkOrigin::kIn : LinkOrigin::kOut;
       for (const LinkSnapshot& s : *snaps) {
         if (s.peer != name || s.origin != origin) continue;
         if (s.id != 0) li->set_inflight(s.inflight);
@@ -298,7 +297,7 @@ Result<v1::LinkTestReply> LinkManager::Test(const std::string& peer, uint32_t by
                                          std::to_string(at) + " of " +
                                          std::to_string(payload.size()));
     }
-    rep.set_transport(used.transport);
+    rep.set_transport(std::string(TransportName(used.transport)));
     rep.set_generation(used.generation);
     rep.add_rtt_us(std::chrono::duration<double, std::micro>(end - start).count());
   }

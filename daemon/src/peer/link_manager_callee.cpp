@@ -60,8 +60,8 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
       slot = std::make_unique<Entry>();
       slot->config.name = host;
       slot->config.transport = "tcp";
-      slot->origin = "incoming";
-      slot->state = "connecting";
+      slot->origin = PeerOrigin::kIncoming;
+      slot->state = PeerState::kConnecting;
     }
     e = slot.get();
     if (req.generation() <= e->generation) {
@@ -75,7 +75,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     std::string remote_host = source_ip.empty() ? "127.0.0.1" : source_ip;
     MCDMA_ASSIGN_OR_RETURN(remote, driver::tcp::RebaseEndpointInfo(remote, remote_host));
   }
-  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(req.transport()); });
+  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(LinkTransport(req.transport())); });
   if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
   MCDMA_RETURN_IF_ERROR(ep->status());
   std::shared_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
@@ -101,9 +101,9 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     e->transport = req.transport();
     e->transport_reason = "chosen by the peer that dialed";
     e->verbs_path = path;
-    if (e->state == "up")
+    if (e->state == PeerState::kUp)
       e->last_error = "the peer connected again (generation " + std::to_string(generation) + ")";
-    SetState(e, "connecting");
+    SetState(e, PeerState::kConnecting);
     // The data connection completes once the caller has our endpoint: on
     // a thread of its own, after this reply is sent.
     // Join the connectors that have finished (reconnect storms must not pile up threads).
@@ -126,7 +126,8 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
            auto conn = endpoint->Connect(remote);
            Status st = conn.status();
            if (st.ok()) {
-             LinkSpec spec{host, "in", generation, instance, remote_slot_bytes, transport};
+             LinkSpec spec{host,     LinkOrigin::kIn,   generation,
+                           instance, remote_slot_bytes, LinkTransport(transport)};
              // Installed and recorded in one engine step: a link-down
              // report (also on the engine thread) cannot fall in between.
              auto r = engine_.Run([&]() -> Status {
@@ -135,11 +136,11 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
                  return Status(Code::kLinkDown, "superseded while connecting");
                MCDMA_ASSIGN_OR_RETURN(uint64_t id,
                                       engine_.InstallLink(spec, std::move(conn).value()));
-               if (e->ever_up && e->state != "up") ++e->reconnects;
+               if (e->ever_up && e->state != PeerState::kUp) ++e->reconnects;
                e->ever_up = true;
                e->link_id = id;
                e->last_heartbeat = std::chrono::steady_clock::now();
-               SetState(e, "up");
+               SetState(e, PeerState::kUp);
                return Status::Ok();
              });
              st = !r ? Status(Code::kUnavailable, "the engine has stopped") : *r;
@@ -150,7 +151,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
              spdlog::get("peer")->info("link from '{}' up (generation {})", host, generation);
            } else {
              e->last_error = "data connection: " + st.message();
-             SetState(e, "down");
+             SetState(e, PeerState::kDown);
              spdlog::get("peer")->warn("link from '{}' failed: {}", host, st.ToString());
            }
          }),
@@ -174,7 +175,8 @@ Result<v1::PeerHeartbeatReply> LinkManager::OnHeartbeat(const std::string& host,
   auto it = in_.find(host);
   if (it == in_.end()) return rep;  // generation 0: reconnect
   Entry* e = it->second.get();
-  rep.set_generation(e->state == "up" || e->state == "connecting" ? e->generation : 0);
+  rep.set_generation(
+      e->state == PeerState::kUp || e->state == PeerState::kConnecting ? e->generation : 0);
   if (rep.generation() == req.generation()) {
     e->last_heartbeat = std::chrono::steady_clock::now();
     ++e->heartbeats_ok;
@@ -196,7 +198,7 @@ void LinkManager::OnGoodbye(const std::string& host, const v1::PeerGoodbyeReques
     if (auto it = in_.find(host); it != in_.end()) {
       it->second->link_id = 0;
       it->second->last_error = why;
-      SetState(it->second.get(), "down");
+      SetState(it->second.get(), PeerState::kDown);
     }
     if (auto it = out_.find(host); it != out_.end()) {
       it->second->link_lost = true;

@@ -15,6 +15,29 @@ grpc::Status Unauthenticated(const std::string& why) {
 grpc::Status Malformed(const std::string& why) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed " + why);
 }
+
+// What a peer needs to reach one registered piece: rkey (4 bytes) and
+// remote address (8 bytes), little-endian.
+std::string EncodeAccess(uint32_t rkey, uint64_t addr) {
+  std::string out(12, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((rkey >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i) out[4 + i] = static_cast<char>((addr >> (8 * i)) & 0xff);
+  return out;
+}
+
+void ToReply(const PeerGrant& g, v1::PeerResolveExportReply* out) {
+  out->set_export_id(g.export_id);
+  out->set_length(g.length);
+  out->set_allow_read(g.allow_read);
+  out->set_allow_write(g.allow_write);
+  for (const PeerGrant::Piece& piece : g.pieces) {
+    auto* p = out->add_pieces();
+    p->set_offset(piece.offset);
+    p->set_length(piece.length);
+    p->set_access(EncodeAccess(piece.rkey, piece.addr));
+  }
+  if (g.expires_in_ms) out->set_expires_in_ms(*g.expires_in_ms);
+}
 }  // namespace
 
 PeerServiceImpl::PeerServiceImpl(Engine& engine, LinkManager& links,
@@ -134,10 +157,12 @@ grpc::Status PeerServiceImpl::ResolveExport(grpc::ServerContext* ctx,
   const std::string& host = *caller;
   if (req->transport() != "tcp" && req->transport() != "verbs")
     return Malformed("resolve: unknown transport");
-  auto st =
-      engine_.Run([&] { return engine_.ResolveForPeer(host, req->name(), req->transport(), rep); });
-  if (!st) return ToGrpc(Status(Code::kUnavailable, "the daemon is stopping"));
-  return ToGrpc(*st);
+  auto grant = engine_.Run(
+      [&] { return engine_.ResolveForPeer(host, req->name(), LinkTransport(req->transport())); });
+  if (!grant) return ToGrpc(Status(Code::kUnavailable, "the daemon is stopping"));
+  if (!grant->ok()) return ToGrpc(grant->status());
+  ToReply(grant->value(), rep);
+  return grpc::Status::OK;
 }
 
 grpc::Status PeerServiceImpl::LookupService(grpc::ServerContext* ctx,
