@@ -148,9 +148,7 @@ Future<Message> StartCall(ClientCore& core, uint64_t service_id, std::span<const
   return ClientCore::MakeFuture<Message>(sub.op);
 }
 
-bool StaleService(const Status& s) {
-  return s.code() == Code::kNotFound && s.message().rfind("no service with id", 0) == 0;
-}
+bool StaleService(const Status& s) { return s.reason() == Reason::kNoSuchService; }
 }  // namespace
 
 Result<Message> Client::Call(std::string_view service, std::span<const std::byte> request,

@@ -293,10 +293,7 @@ void ClientCore::Finish(const std::shared_ptr<OpState>& op, Code code, std::stri
   // The server behind a cached service id is gone: the next call by that
   // name looks it up again (Call and Notify retry at once; CallAsync
   // cannot, its request is no longer held).
-  if (code == Code::kNotFound && op->service_id != 0 &&
-      message.rfind("no service with id", 0) == 0) {
-    ForgetServiceId(op->service_id);
-  }
+  if (reason == Reason::kNoSuchService && op->service_id != 0) ForgetServiceId(op->service_id);
   op->code = code;
   op->reason = reason;
   op->message = std::move(message);

@@ -279,8 +279,7 @@ Result<uint64_t> ClientCore::ServiceId(std::string_view name, bool refresh) {
   v1::LookupServiceReply rep;
   grpc::ClientContext ctx;
   Status st = FromGrpc(stub_->LookupService(NewContext(ctx), req, &rep));
-  if (!st.ok() && !peer.empty() && st.code() == Code::kNotFound &&
-      st.message().find("is not linked") != std::string::npos) {
+  if (!st.ok() && !peer.empty() && st.reason() == Reason::kNotLinked) {
     // Not a peer: a local service whose name contains '/'.
     req.set_peer("");
     req.set_service(key);

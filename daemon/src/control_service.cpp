@@ -148,9 +148,10 @@ grpc::Status ControlService::Resolve(grpc::ServerContext*, const v1::ResolveRequ
     grpc::Status check = WithSession(req->session(), [] { return Status::Ok(); });
     if (!check.ok()) return check;
     if (links_ == nullptr) {
-      return ToGrpc(Status(Code::kNotFound, "peer '" + req->peer() +
-                                                "' is not linked to this daemon (peering is off: "
-                                                "no fabric_key)"));
+      return ToGrpc(Status(Code::kNotFound, Reason::kNotLinked,
+                           "peer '" + req->peer() +
+                               "' is not linked to this daemon (peering is off: "
+                               "no fabric_key)"));
     }
     auto info = links_->Resolve(req->session().session_id(), req->peer(), req->name());
     if (!info.ok()) return ToGrpc(info.status());
@@ -202,9 +203,10 @@ grpc::Status ControlService::LookupService(grpc::ServerContext*,
     grpc::Status check = WithSession(req->session(), [] { return Status::Ok(); });
     if (!check.ok()) return check;
     if (links_ == nullptr) {
-      return ToGrpc(Status(Code::kNotFound, "peer '" + req->peer() +
-                                                "' is not linked to this daemon (peering is off: "
-                                                "no fabric_key)"));
+      return ToGrpc(Status(Code::kNotFound, Reason::kNotLinked,
+                           "peer '" + req->peer() +
+                               "' is not linked to this daemon (peering is off: "
+                               "no fabric_key)"));
     }
     auto id = links_->LookupService(req->session().session_id(), req->peer(), req->service());
     if (!id.ok()) return ToGrpc(id.status());

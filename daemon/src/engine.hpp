@@ -238,14 +238,18 @@ class Engine {
   bool ProcessSubmissions(Session& s);
   void Handle(Session& s, const shm::SubmitDesc& d, uint32_t index);
   void HandleRelease(Session& s, const shm::SubmitDesc& d);
+  // `reason` goes in the event's `detail` (protocol §10.1).
   void Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
-                uint64_t bytes = 0, std::span<const std::byte> payload = {});
+                uint64_t bytes = 0, std::span<const std::byte> payload = {},
+                Reason reason = Reason::kNone);
   // A malformed descriptor (bad opcode, range, id): completes with `code`
   // and counts as an invalid descriptor.
   void Reject(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message);
   // A well-formed request that cannot be carried out (service gone, export
   // revoked, call expired, busy, draining): completes with `code` only.
   void Decline(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message);
+  // The same with a Status's code, reason and message.
+  void Decline(Session& s, const shm::SubmitDesc& d, const Status& why);
   void RingFault(Session& s, const std::string& message);
   // Ends a misbehaving session: marks its mailbox closed and cancels its
   // stream; the stream's handler then reaps it through CloseSession.
@@ -267,7 +271,8 @@ class Engine {
   EngineLink* LinkTo(const std::string& peer);
   EngineLink* FindLink(uint64_t id);
   void SendMessage(EngineLink& l, link_wire::Header h, std::span<const std::byte> payload);
-  void SendReply(uint64_t link_id, uint64_t id, Code code, std::span<const std::byte> payload);
+  void SendReply(uint64_t link_id, uint64_t id, Code code, std::span<const std::byte> payload,
+                 Reason reason = Reason::kNone);
   bool PumpBacklog(EngineLink& l);
   bool PostFragments(EngineLink& l, EngineLink::Outgoing& m, std::span<const std::byte> payload);
   void FailLink(EngineLink& l, Code code, const std::string& why);
@@ -290,7 +295,8 @@ class Engine {
   // Gives a taken call's outcome to its caller (a completion for an app
   // here, a kReply for a peer). An error's payload is its message. Returns
   // why the outcome did not fit the way back (the caller is told that).
-  Status AnswerCaller(const PendingCall& call, Code code, std::span<const std::byte> payload);
+  Status AnswerCaller(const PendingCall& call, Code code, std::span<const std::byte> payload,
+                      Reason reason = Reason::kNone);
   void FailCall(uint64_t call_id, Code code, const std::string& message);
 
   void ExpireDeadlines(Clock::time_point now);

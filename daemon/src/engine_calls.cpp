@@ -25,8 +25,9 @@ Result<uint64_t> Engine::OfferToService(const CallCaller& caller, uint64_t servi
                                         bool one_way) {
   const ServiceRecord* svc = registry_.FindService(service_id);
   if (svc == nullptr) {
-    return Status(Code::kNotFound, "no service with id " + std::to_string(service_id) +
-                                       " (unserved, or its app exited)");
+    return Status(
+        Code::kNotFound, Reason::kNoSuchService,
+        "no service with id " + std::to_string(service_id) + " (unserved, or its app exited)");
   }
   Session* server = FindSession(svc->session);
   if (server == nullptr || server->closing)
@@ -58,8 +59,8 @@ Result<uint64_t> Engine::OfferToService(const CallCaller& caller, uint64_t servi
   return call_id;
 }
 
-Status Engine::AnswerCaller(const PendingCall& call, Code code,
-                            std::span<const std::byte> payload) {
+Status Engine::AnswerCaller(const PendingCall& call, Code code, std::span<const std::byte> payload,
+                            Reason reason) {
   if (const auto* peer = std::get_if<LinkCaller>(&call.caller)) {
     // A peer's call: the reply goes back over the link it came on.
     if (payload.size() > link_wire::kMaxMessageBytes) {
@@ -68,7 +69,7 @@ Status Engine::AnswerCaller(const PendingCall& call, Code code,
       SendReply(peer->link, peer->peer_call, Code::kNoMemory, AsBytes(why));
       return Status(Code::kNoMemory, why);
     }
-    SendReply(peer->link, peer->peer_call, code, payload);
+    SendReply(peer->link, peer->peer_call, code, payload, reason);
     return Status::Ok();
   }
   const auto& from = std::get<SessionCaller>(call.caller);
@@ -93,7 +94,7 @@ Status Engine::AnswerCaller(const PendingCall& call, Code code,
   }
   // A notify's ack carries no payload for the app; an error's is its message.
   Complete(*caller, op, from.tag, code, AsText(payload), bytes,
-           call.one_way() ? std::span<const std::byte>{} : payload);
+           call.one_way() ? std::span<const std::byte>{} : payload, reason);
   return Status::Ok();
 }
 
@@ -122,7 +123,7 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
       OfferToService(SessionCaller{s.id(), d.tag}, d.target,
                      s.AppPayload(d.payload_off, d.payload_len), deadline, timeout_us, one_way);
   if (!offered.ok()) {
-    Decline(s, d, offered.status().code(), offered.status().message());
+    Decline(s, d, offered.status());
     return;
   }
   if (!one_way) {
@@ -147,9 +148,10 @@ void Engine::HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way,
   }
   if (l->spec.peer_instance != ps.peer_instance) {
     // Starts like a local stale id, so the client looks the name up again.
-    Decline(s, d, Code::kNotFound,
-            "no service with id " + std::to_string(d.target) + ": peer '" + ps.peer +
-                "' restarted since '" + ps.name + "' was looked up");
+    Decline(s, d,
+            Status(Code::kNotFound, Reason::kNoSuchService,
+                   "no service with id " + std::to_string(d.target) + ": peer '" + ps.peer +
+                       "' restarted since '" + ps.name + "' was looked up"));
     return;
   }
   if (d.payload_len > link_wire::kMaxMessageBytes) {
@@ -184,15 +186,16 @@ void Engine::OnIncomingCall(EngineLink& l, const link_wire::Header& h,
                             std::span<const std::byte> payload) {
   ++l.stats->calls_in;
   bool one_way = h.type == link_wire::MsgType::kNotify;
-  auto refuse = [&](Code code, const std::string& why) {
-    if (h.id != 0) SendReply(l.id, h.id, code, AsBytes(why));
+  auto refuse = [&](const Status& why) {
+    if (h.id != 0) SendReply(l.id, h.id, why.code(), AsBytes(why.message()), why.reason());
   };
-  if (draining_) return refuse(Code::kUnavailable, "the daemon is draining (shutting down)");
+  if (draining_)
+    return refuse(Status(Code::kUnavailable, "the daemon is draining (shutting down)"));
   uint32_t timeout_us = std::max<uint32_t>(h.timeout_us, 1);
   auto deadline = Clock::now() + std::chrono::microseconds(timeout_us);
   auto offered =
       OfferToService(LinkCaller{l.id, h.id}, h.target, payload, deadline, timeout_us, one_way);
-  if (!offered.ok()) return refuse(offered.status().code(), offered.status().message());
+  if (!offered.ok()) return refuse(offered.status());
   if (one_way && h.id != 0) SendReply(l.id, h.id, Code::kOk, {});
 }
 
@@ -205,7 +208,7 @@ void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
                " is outside the app half of the arena");
     return;
   }
-  if (d.status > static_cast<uint16_t>(Code::kSystem)) {
+  if (!IsKnownCode(d.status)) {
     Reject(s, d, Code::kInvalid,
            "reply status " + std::to_string(d.status) + " is not a known code");
     return;
@@ -236,9 +239,8 @@ void Engine::OnReply(EngineLink& l, const link_wire::Header& h,
   const PendingCall* pending = calls_.Find(h.id);
   if (pending == nullptr || !pending->served_on_link(l.id)) return;  // late
   PendingCall call = *calls_.Take(h.id);
-  auto code = h.status <= static_cast<uint16_t>(Code::kSystem) ? static_cast<Code>(h.status)
-                                                               : Code::kInternal;
-  (void)AnswerCaller(call, code, payload);
+  // A number this build does not know (a newer peer's) reads INTERNAL / NONE.
+  (void)AnswerCaller(call, CodeFromWire(h.status), payload, ReasonFromWire(h.reason));
 }
 
 }  // namespace mcdma::daemon

@@ -295,7 +295,8 @@ Result<ResolveInfo> Engine::Resolve(uint64_t session, const std::string& peer,
   Session* s = FindSession(session);
   if (s == nullptr) return Status(Code::kNotFound, "no session");
   if (!peer.empty() && peer != options_.host_id) {
-    return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
+    return Status(Code::kNotFound, Reason::kNotLinked,
+                  "peer '" + peer + "' is not linked to this daemon");
   }
   std::shared_ptr<ExportRecord> e = registry_.FindExport(name);
   if (!e || e->revoked) return Status(Code::kNotFound, "no export '" + name + "'");
@@ -343,7 +344,8 @@ Status Engine::Unserve(uint64_t session, uint64_t service_id) {
 Result<uint64_t> Engine::LookupService(uint64_t session, const std::string& peer,
                                        const std::string& service) {
   if (!peer.empty() && peer != options_.host_id) {
-    return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
+    return Status(Code::kNotFound, Reason::kNotLinked,
+                  "peer '" + peer + "' is not linked to this daemon");
   }
   std::optional<uint64_t> id = registry_.ServiceNamed(service);
   if (!id) return Status(Code::kNotFound, "no service '" + service + "' on this host");

@@ -201,14 +201,15 @@ bool Engine::PumpBacklog(EngineLink& l) {
   return did;
 }
 
-void Engine::SendReply(uint64_t link_id, uint64_t id, Code code,
-                       std::span<const std::byte> payload) {
+void Engine::SendReply(uint64_t link_id, uint64_t id, Code code, std::span<const std::byte> payload,
+                       Reason reason) {
   EngineLink* l = FindLink(link_id);
   if (l == nullptr) return;
   link_wire::Header h;
   h.type = link_wire::MsgType::kReply;
   h.id = id;
   h.status = static_cast<uint16_t>(code);
+  h.reason = static_cast<uint32_t>(reason);
   SendMessage(*l, h, payload);
 }
 

@@ -95,7 +95,7 @@ void Engine::Handle(Session& s, const shm::SubmitDesc& d, uint32_t index) {
 }
 
 void Engine::Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
-                      uint64_t bytes, std::span<const std::byte> payload) {
+                      uint64_t bytes, std::span<const std::byte> payload, Reason reason) {
   auto& stats = op_stats_[static_cast<size_t>(op)];
   if (code == Code::kOk) {
     ++stats.ok;
@@ -111,6 +111,7 @@ void Engine::Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::stri
   ev.status = static_cast<uint16_t>(code);
   ev.tag = tag;
   ev.bytes = bytes;
+  ev.detail = code == Code::kOk ? 0 : static_cast<uint64_t>(reason);
   if (!s.Post(/*inbox=*/false, ev, payload, options_.max_backlog)) {
     Evict(s, Code::kNoMemory,
           "the app does not consume its completions (backlog of " +
@@ -127,9 +128,13 @@ void Engine::Reject(Session& s, const shm::SubmitDesc& d, Code code, const std::
 }
 
 void Engine::Decline(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message) {
+  Decline(s, d, Status(code, message));
+}
+
+void Engine::Decline(Session& s, const shm::SubmitDesc& d, const Status& why) {
   auto op = d.opcode <= static_cast<uint8_t>(shm::Op::kMaxOp) ? static_cast<shm::Op>(d.opcode)
                                                               : shm::Op::kNop;
-  Complete(s, op, d.tag, code, message);
+  Complete(s, op, d.tag, why.code(), why.message(), 0, {}, why.reason());
 }
 
 void Engine::RingFault(Session& s, const std::string& message) {

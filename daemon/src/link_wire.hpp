@@ -25,7 +25,7 @@ inline constexpr uint32_t kMaxMessageBytes = 256u << 20;
 enum class MsgType : uint8_t {
   kCall = 1,       // id: caller's call id; target: callee's service id
   kNotify = 2,     // id: caller's op id (acknowledged by a kReply); target: service id
-  kReply = 3,      // id: the call/notify id; status: result code; payload: reply or message
+  kReply = 3,      // id: the call/notify id; status, reason: the result; payload: reply or message
   kRevoke = 4,     // target: an export id the sender revoked
   kEcho = 5,       // id: sequence; payload echoed back in a kEchoReply
   kEchoReply = 6,  // id: the kEcho's sequence; payload: the kEcho's
@@ -47,7 +47,7 @@ struct Header {
   uint64_t id = 0;
   uint64_t target = 0;
   uint32_t timeout_us = 0;  // kCall/kNotify: time left before the caller's deadline
-  uint32_t reserved = 0;    // zero
+  uint32_t reason = 0;      // kReply: a mcdma::Reason (0, NONE, from a peer that predates them)
 };
 
 namespace detail {
@@ -75,7 +75,7 @@ inline void Encode(const Header& h, std::byte* out) {
   detail::Put<uint64_t>(out, 16, h.id);
   detail::Put<uint64_t>(out, 24, h.target);
   detail::Put<uint32_t>(out, 32, h.timeout_us);
-  detail::Put<uint32_t>(out, 36, h.reserved);
+  detail::Put<uint32_t>(out, 36, h.reason);
 }
 
 // Decodes one fragment of `len` bytes; nullopt with `why` set when it breaks
@@ -95,7 +95,7 @@ inline std::optional<Header> Decode(const std::byte* in, size_t len, std::string
   h.id = detail::Get<uint64_t>(in, 16);
   h.target = detail::Get<uint64_t>(in, 24);
   h.timeout_us = detail::Get<uint32_t>(in, 32);
-  h.reserved = detail::Get<uint32_t>(in, 36);
+  h.reason = detail::Get<uint32_t>(in, 36);
   if (h.magic != kMagic) {
     *why = "bad magic";
   } else if (h.version != kVersion) {

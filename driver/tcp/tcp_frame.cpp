@@ -119,7 +119,7 @@ Result<FrameHeader> DecodeHeader(const std::byte* bytes) {
     return Violation("unknown frame type " + std::to_string(raw_type));
   }
   const auto raw_status = static_cast<uint16_t>(LoadLe(bytes + 8, 2));
-  if (raw_status > static_cast<uint16_t>(Code::kSystem)) {
+  if (!IsKnownCode(raw_status)) {
     return Violation("unknown status " + std::to_string(raw_status));
   }
   FrameHeader h{

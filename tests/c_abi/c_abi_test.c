@@ -52,6 +52,16 @@ int main(void) {
   CHECK(mcdma_call_service(client, "c.nobody", "x", 1, 0, &reply, &len) == MCDMA_NOT_FOUND,
         "unknown service");
   CHECK(strcmp(mcdma_code_name(MCDMA_REVOKED), "REVOKED") == 0, "code names");
+  CHECK(mcdma_last_reason() == MCDMA_REASON_NONE, "no reason for an unknown name");
+  {
+    mcdma_remote* nowhere = NULL;
+    CHECK(mcdma_resolve(client, "no-such-host", "c.kv", &nowhere) == MCDMA_NOT_FOUND,
+          "resolve on a host with no link");
+    CHECK(mcdma_last_reason() == MCDMA_REASON_NOT_LINKED, "its reason");
+    CHECK(strcmp(mcdma_reason_name(mcdma_last_reason()), "NOT_LINKED") == 0, "reason name");
+    CHECK(strcmp(mcdma_reason_name((mcdma_reason)MCDMA_MAX_REASON), "TRANSPORT_REFUSED") == 0,
+          "the highest reason is named");
+  }
 
   atomic_store(&async_done, 0);
   CHECK(mcdma_call_async(client, "c.upper", "async", 5, 0, on_done, &async_done) == MCDMA_OK,

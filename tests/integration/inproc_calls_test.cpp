@@ -72,6 +72,40 @@ TEST_F(InprocCalls, HandlerErrorsAndMissingServicesReachTheCaller) {
       << missing.status().ToString();
 }
 
+// A cached service id whose server went away: the completion says so with
+// a reason (the text is for people), and Call looks the name up again.
+TEST_F(InprocCalls, AStaleServiceIdCompletesWithItsReason) {
+  Client* server = Connect("server");
+  ASSERT_NE(server, nullptr);
+  auto id = server->Serve("fleeting", [](ServerCall& call) { (void)call.Reply(call.payload()); });
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  Client* caller = Connect("caller");
+  ASSERT_NE(caller, nullptr);
+  ASSERT_TRUE(caller->Call("fleeting", std::string_view("once")).ok());  // caches the id
+  ASSERT_TRUE(server->Unserve(*id).ok());
+  const std::string text = "twice";
+  auto stale =
+      caller
+          ->CallAsync("fleeting", std::span<const std::byte>(
+                                      reinterpret_cast<const std::byte*>(text.data()), text.size()))
+          .Wait();
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.status().code(), Code::kNotFound) << stale.status().ToString();
+  EXPECT_EQ(stale.status().reason(), Reason::kNoSuchService) << stale.status().ToString();
+  // Served again under a new id: Call retries the lookup once and gets through.
+  ASSERT_TRUE(
+      server->Serve("fleeting", [](ServerCall& call) { (void)call.Reply(call.payload()); }).ok());
+  auto again = caller->Call("fleeting", std::string_view("thrice"));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(again->data()), again->size()),
+            "thrice");
+  // A peer this daemon has no link to: NOT_FOUND with NOT_LINKED, over gRPC.
+  auto remote = caller->Resolve("x", "no-such-host");
+  ASSERT_FALSE(remote.ok());
+  EXPECT_EQ(remote.status().code(), Code::kNotFound) << remote.status().ToString();
+  EXPECT_EQ(remote.status().reason(), Reason::kNotLinked) << remote.status().ToString();
+}
+
 TEST_F(InprocCalls, NotificationsArriveInOrder) {
   std::mutex mu;
   std::condition_variable arrived;

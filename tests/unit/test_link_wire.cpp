@@ -27,6 +27,7 @@ TEST(LinkWire, RoundTripsEveryField) {
   h.id = 0x0102030405060708ULL;
   h.target = 0xfffefdfcfbfaf9f8ULL;
   h.timeout_us = 123456;
+  h.reason = 2;
   std::array<std::byte, 80> buf{};
   link_wire::Encode(h, buf.data());
   // Little-endian on the wire: the magic reads "MCDL".
@@ -43,6 +44,8 @@ TEST(LinkWire, RoundTripsEveryField) {
   EXPECT_EQ(d->id, h.id);
   EXPECT_EQ(d->target, h.target);
   EXPECT_EQ(d->timeout_us, 123456u);
+  EXPECT_EQ(d->reason, 2u);
+  EXPECT_EQ(std::to_integer<uint8_t>(buf[36]), 2) << "the reason is the word at offset 36";
 }
 
 std::string DecodeError(const Header& h, size_t len) {

@@ -111,6 +111,7 @@ bool LinkManager::NotePeerInstance(const std::string& host, const std::string& i
     it->second->generation = 0;
     it->second->link_id = 0;
     it->second->last_error = "peer restarted";
+    it->second->last_error_reason = Reason::kNone;
     SetState(it->second.get(), PeerState::kDown);
   }
   return true;
@@ -205,7 +206,10 @@ void LinkManager::DialLoop(Entry* e) {
         std::lock_guard lock(mu_);
         if (ever_up) ++e->reconnects;
         // Failed attempts before the first success are not worth showing.
-        if (!ever_up) e->last_error.clear();
+        if (!ever_up) {
+          e->last_error.clear();
+          e->last_error_reason = Reason::kNone;
+        }
         ever_up = true;
       }
       log->info("link to '{}' up (generation {})", e->config.name, e->generation);
@@ -213,6 +217,7 @@ void LinkManager::DialLoop(Entry* e) {
       std::lock_guard lock(mu_);
       if (stopping_ || e->removed) return;
       e->last_error = why;
+      e->last_error_reason = Reason::kNone;
       SetState(e, PeerState::kReconnecting);
       // A peer that said Goodbye is stopping on purpose: no quick retries.
       if (e->said_goodbye) backoff = max;
@@ -222,6 +227,7 @@ void LinkManager::DialLoop(Entry* e) {
       std::lock_guard lock(mu_);
       if (stopping_ || e->removed) return;
       e->last_error = st.message();
+      e->last_error_reason = st.reason();
       bool refused = IsRefusal(st);
       SetState(e, refused ? PeerState::kRefused
                           : (ever_up ? PeerState::kReconnecting : PeerState::kConnecting));
@@ -420,6 +426,7 @@ void LinkManager::OnEngineLinkDown(uint64_t link_id, const std::string& why) {
         if (e->link_id != link_id) continue;
         e->link_lost = true;
         e->last_error = why;
+        e->last_error_reason = Reason::kNone;
         if (e->origin == PeerOrigin::kIncoming) {
           e->link_id = 0;
           SetState(e.get(), PeerState::kDown);
@@ -449,6 +456,7 @@ void LinkManager::SweepLoop() {
                         " ms";
       drop.emplace_back(e->link_id, why);
       e->last_error = why;
+      e->last_error_reason = Reason::kNone;
       e->link_id = 0;
       SetState(e.get(), PeerState::kDown);
     }

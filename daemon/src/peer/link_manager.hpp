@@ -102,7 +102,10 @@ class LinkManager {
     bool link_lost = false;
     bool said_goodbye = false;
     bool ever_up = false;  // a later "up" is a reconnect
+    // The latest error and its reason (the reason only where the error came
+    // as a Status that had one: tools decide on it, never on the text).
     std::string last_error;
+    Reason last_error_reason = Reason::kNone;
     std::string down_reason;  // last_error when the link last left "up"
     double rtt_us = 0;
     double rtt_avg_us = 0;

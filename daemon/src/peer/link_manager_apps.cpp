@@ -32,7 +32,8 @@ Result<std::shared_ptr<PeerChannel>> LinkManager::ChannelFor(const std::string& 
   }
   auto p = peers_.find(peer);
   if (p == peers_.end() || p->second.callback.empty()) {
-    return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
+    return Status(Code::kNotFound, Reason::kNotLinked,
+                  "peer '" + peer + "' is not linked to this daemon");
   }
   return channels_[peer] = MakeChannel(p->second.callback, peer);
 }
@@ -47,7 +48,8 @@ Status LinkManager::RequireUp(const std::string& peer) {
     seen = it->second.get();
   }
   if (seen == nullptr)
-    return Status(Code::kNotFound, "peer '" + peer + "' is not linked to this daemon");
+    return Status(Code::kNotFound, Reason::kNotLinked,
+                  "peer '" + peer + "' is not linked to this daemon");
   return Status(Code::kLinkDown, "link to '" + peer + "' is " +
                                      std::string(PeerStateName(seen->state)) +
                                      (seen->last_error.empty() ? "" : ": " + seen->last_error));
@@ -130,7 +132,8 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
 Status LinkManager::Add(const PeerConfig& peer) {
   MCDMA_RETURN_IF_ERROR(ValidatePeer(peer, "peer"));
   if (peer.name == options_.host_id)
-    return Status(Code::kInvalid, "'" + peer.name + "' is this host's own id");
+    return Status(Code::kInvalid, Reason::kPeerIdentity,
+                  "'" + peer.name + "' is this host's own id");
   std::lock_guard lock(mu_);
   if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
   if (out_.count(peer.name) != 0)
@@ -226,6 +229,7 @@ void LinkManager::Fill(v1::LinksReply* out) {
             std::chrono::duration_cast<std::chrono::milliseconds>(e->retry_at - now).count()));
       }
       li->set_last_error(e->last_error);
+      li->set_last_error_reason(ReasonName(e->last_error_reason));
       li->set_down_reason(e->down_reason);
       if (auto p = peers_.find(name); p != peers_.end()) {
         li->set_peer_version(p->second.version);

@@ -45,7 +45,8 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
                                                     const std::string& source_ip) {
   const bool verbs = req.transport() == "verbs";
   if (req.transport() != "tcp" && !(verbs && engine_.has_verbs())) {
-    return Status(Code::kInvalid, "transport \"" + req.transport() + "\" is not offered here");
+    return Status(Code::kInvalid, Reason::kTransportRefused,
+                  "transport \"" + req.transport() + "\" is not offered here");
   }
   std::string instance;
   Entry* e = nullptr;
@@ -103,6 +104,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     e->verbs_path = path;
     if (e->state == PeerState::kUp)
       e->last_error = "the peer connected again (generation " + std::to_string(generation) + ")";
+    e->last_error_reason = Reason::kNone;
     SetState(e, PeerState::kConnecting);
     // The data connection completes once the caller has our endpoint: on
     // a thread of its own, after this reply is sent.
@@ -151,6 +153,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
              spdlog::get("peer")->info("link from '{}' up (generation {})", host, generation);
            } else {
              e->last_error = "data connection: " + st.message();
+             e->last_error_reason = st.reason();
              SetState(e, PeerState::kDown);
              spdlog::get("peer")->warn("link from '{}' failed: {}", host, st.ToString());
            }
@@ -198,12 +201,14 @@ void LinkManager::OnGoodbye(const std::string& host, const v1::PeerGoodbyeReques
     if (auto it = in_.find(host); it != in_.end()) {
       it->second->link_id = 0;
       it->second->last_error = why;
+      it->second->last_error_reason = Reason::kNone;
       SetState(it->second.get(), PeerState::kDown);
     }
     if (auto it = out_.find(host); it != out_.end()) {
       it->second->link_lost = true;
       it->second->said_goodbye = true;
       it->second->last_error = why;
+      it->second->last_error_reason = Reason::kNone;
     }
   }
   cv_.notify_all();

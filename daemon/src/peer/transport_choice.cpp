@@ -31,7 +31,8 @@ Result<TransportChoice> ChooseTransport(const std::string& requested, const std:
                                         bool peer_offers_tcp) {
   auto tcp = [&](std::string why) -> Result<TransportChoice> {
     if (!peer_offers_tcp)
-      return Status(Code::kInvalid, "peer '" + peer + "' offers no tcp transport");
+      return Status(Code::kInvalid, Reason::kTransportRefused,
+                    "peer '" + peer + "' offers no tcp transport");
     return TransportChoice{"tcp", std::move(why)};
   };
   if (requested == "tcp") return tcp("tcp asked for in config");
@@ -46,7 +47,8 @@ Result<TransportChoice> ChooseTransport(const std::string& requested, const std:
   }
   if (requested == "verbs") {
     if (!missing.empty())
-      return Status(Code::kInvalid, "transport \"verbs\" was asked for, but " + missing);
+      return Status(Code::kInvalid, Reason::kTransportRefused,
+                    "transport \"verbs\" was asked for, but " + missing);
     return TransportChoice{
         "verbs", "verbs asked for in config (" + local.device + ", profile " + local.profile + ")"};
   }
