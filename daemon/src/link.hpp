@@ -30,11 +30,6 @@ inline constexpr size_t kTransportCount = 3;
 // and mcdmactl.
 std::string_view TransportName(Transport t);
 std::optional<Transport> TransportFromName(std::string_view name);
-// A link's transport as the peer protocol names it: verbs for "verbs",
-// tcp for anything else (the names are checked where they come in).
-inline Transport LinkTransport(std::string_view name) {
-  return name == "verbs" ? Transport::kVerbs : Transport::kTcp;
-}
 
 // Which end dialed a link: this host ("out") or the peer ("in").
 enum class LinkOrigin : uint8_t { kOut, kIn };

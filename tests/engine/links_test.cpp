@@ -26,8 +26,6 @@ TEST(TransportNames, AreTheSpellingsOfTheConfigAndTheProtocol) {
   EXPECT_EQ(TransportFromName("verbs"), Transport::kVerbs);
   EXPECT_EQ(TransportFromName("tcp"), Transport::kTcp);
   EXPECT_FALSE(TransportFromName("auto").has_value());
-  EXPECT_EQ(LinkTransport("verbs"), Transport::kVerbs);
-  EXPECT_EQ(LinkTransport("tcp"), Transport::kTcp);
   EXPECT_EQ(OriginName(LinkOrigin::kOut), "out");
   EXPECT_EQ(OriginName(LinkOrigin::kIn), "in");
 }

@@ -13,7 +13,6 @@ namespace mcdma::itest {
 void InprocDaemonTest::SetUp() {
   ASSERT_TRUE(dir_.ok()) << "mkdtemp failed: " << std::strerror(errno);
   socket_ = dir_.path() + "/rpcd.sock";
-  shm_baseline_ = ListShm();
   daemon::Options options;
   options.socket = socket_;
   options.host_id = kHostId;
@@ -33,15 +32,34 @@ void InprocDaemonTest::StopDaemon() {
 }
 
 void InprocDaemonTest::TearDown() {
+  // This daemon's segments, by name (other processes may make and remove
+  // their own in /dev/shm meanwhile).
+  std::set<std::string> ours;
+  if (daemon_) {
+    auto channel = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+    auto stub = v1::Admin::NewStub(channel);
+    grpc::ClientContext sessions_context;
+    sessions_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::SessionsReply sessions;
+    if (stub->Sessions(&sessions_context, v1::SessionsRequest(), &sessions).ok()) {
+      for (const auto& s : sessions.sessions()) ours.insert(s.mailbox_segment());
+    }
+    grpc::ClientContext buffers_context;
+    buffers_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::BuffersReply buffers;
+    if (stub->Buffers(&buffers_context, v1::BuffersRequest(), &buffers).ok()) {
+      for (const auto& b : buffers.buffers()) ours.insert(b.segment());
+    }
+  }
   clients_.clear();
   StopDaemon();
   EXPECT_FALSE(std::filesystem::exists(socket_)) << "the daemon left its socket behind";
   // Every session's mailbox and every buffer segment is unlinked by now.
-  std::set<std::string> left;
-  for (const std::string& name : ListShm()) {
-    if (shm_baseline_.count(name) == 0) left.insert(name);
+  const std::set<std::string> now = ListShm();
+  for (std::string name : ours) {
+    if (!name.empty() && name[0] == '/') name.erase(0, 1);
+    if (now.count(name) != 0) ADD_FAILURE() << "left in /dev/shm: " << name;
   }
-  for (const std::string& name : left) ADD_FAILURE() << "left in /dev/shm: " << name;
 }
 
 Client* InprocDaemonTest::Connect(const std::string& app_name) {

@@ -56,7 +56,6 @@ class InprocDaemonTest : public ::testing::Test {
  private:
   TempDir dir_;
   std::string socket_;
-  std::set<std::string> shm_baseline_;
   std::unique_ptr<daemon::Daemon> daemon_;
   std::vector<std::unique_ptr<Client>> clients_;
 };

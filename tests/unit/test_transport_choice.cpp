@@ -61,7 +61,7 @@ TEST(TransportChoice, TcpAskedForIsTcpWhateverTheDevices) {
   for (const Case& c : cases) {
     auto r = d::ChooseTransport("tcp", kPeer, c.local, c.remote, true);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    EXPECT_EQ(r->transport, "tcp");
+    EXPECT_EQ(r->transport, d::Transport::kTcp);
     EXPECT_EQ(r->reason, "tcp asked for in config");
   }
 }
@@ -125,7 +125,7 @@ TEST(TransportChoice, VerbsAskedForWithBothEndsReadyIsVerbs) {
   auto r = d::ChooseTransport("verbs", kPeer, Device(vb::kProfileLinuxRc),
                               Offer(vb::kProfileLinuxRc), true);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->transport, "verbs");
+  EXPECT_EQ(r->transport, d::Transport::kVerbs);
   EXPECT_TRUE(Has(r->reason, "verbs asked for in config")) << r->reason;
   EXPECT_TRUE(Has(r->reason, "rxe1")) << r->reason;
   EXPECT_TRUE(Has(r->reason, "profile linux-rc")) << r->reason;
@@ -135,7 +135,7 @@ TEST(TransportChoice, VerbsNeedsNoTcpFromThePeer) {
   auto r = d::ChooseTransport("verbs", kPeer, Device(vb::kProfileMcdmaCx5),
                               Offer(vb::kProfileLinuxRc), false);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->transport, "verbs");
+  EXPECT_EQ(r->transport, d::Transport::kVerbs);
   EXPECT_TRUE(Has(r->reason, "profile mcdma-cx5")) << r->reason;
 }
 
@@ -143,7 +143,7 @@ TEST(TransportChoice, VerbsAskedForBetweenTwoUcEndsIsVerbs) {
   auto r = d::ChooseTransport("verbs", kPeer, Device(vb::kProfileAppleTb5),
                               Offer(vb::kProfileAppleTb5), true);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->transport, "verbs");
+  EXPECT_EQ(r->transport, d::Transport::kVerbs);
   EXPECT_TRUE(Has(r->reason, "profile apple-tb5")) << r->reason;
 }
 
@@ -151,7 +151,7 @@ TEST(TransportChoice, VerbsAskedForBetweenTwoUcEndsIsVerbs) {
 
 void ExpectAutoTcp(const mcdma::Result<d::TransportChoice>& r, const std::string& missing) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->transport, "tcp");
+  EXPECT_EQ(r->transport, d::Transport::kTcp);
   EXPECT_EQ(r->reason.rfind("auto: ", 0), 0u) << r->reason;
   EXPECT_TRUE(Has(r->reason, missing)) << r->reason;
   EXPECT_TRUE(Has(r->reason, "using tcp")) << r->reason;
@@ -206,7 +206,7 @@ TEST(TransportChoice, AutoChoosesVerbsBetweenCompatibleProfiles) {
     for (bool tcp : {true, false}) {
       auto r = d::ChooseTransport("auto", kPeer, Device(c.local), Offer(c.remote), tcp);
       ASSERT_TRUE(r.ok()) << c.local << " / " << c.remote << ": " << r.status().ToString();
-      EXPECT_EQ(r->transport, "verbs");
+      EXPECT_EQ(r->transport, d::Transport::kVerbs);
       EXPECT_EQ(r->reason.rfind("auto: ", 0), 0u) << r->reason;
       EXPECT_TRUE(Has(r->reason, "rxe1")) << r->reason;
       EXPECT_TRUE(Has(r->reason, std::string("profile ") + c.local + " / " + c.remote))

@@ -270,7 +270,7 @@ Status LinkManager::ConnectOnce(Entry* e) {
   MCDMA_ASSIGN_OR_RETURN(
       TransportChoice choice,
       ChooseTransport(e->config.transport, name, engine_.verbs_info(), peer_verbs, peer_tcp));
-  const bool verbs = choice.transport == "verbs";
+  const bool verbs = choice.transport == Transport::kVerbs;
   bool restarted = false;
   {
     std::lock_guard lock(mu_);
@@ -285,8 +285,7 @@ Status LinkManager::ConnectOnce(Entry* e) {
       return 0;
     });
   }
-  auto ep =
-      engine_.Run([&] { return engine_.CreateLinkEndpoint(LinkTransport(choice.transport)); });
+  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(choice.transport); });
   if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
   MCDMA_RETURN_IF_ERROR(ep->status());
   std::unique_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
@@ -299,7 +298,7 @@ Status LinkManager::ConnectOnce(Entry* e) {
   }
   v1::PeerConnectRequest creq;
   std::string local_info = endpoint->LocalInfo();
-  creq.set_transport(choice.transport);
+  creq.set_transport(std::string(TransportName(choice.transport)));
   creq.set_endpoint_info(local_info);
   creq.set_generation(generation);
   creq.set_slot_bytes(options_.link_slot_bytes);
@@ -315,14 +314,11 @@ Status LinkManager::ConnectOnce(Entry* e) {
   auto conn = endpoint->Connect(remote);
   if (!conn.ok()) {
     return Status(conn.status().code(), "data connection to '" + name + "' over " +
-                                            choice.transport + ": " + conn.status().message());
+                                            std::string(TransportName(choice.transport)) + ": " +
+                                            conn.status().message());
   }
-  LinkSpec spec{name,
-                LinkOrigin::kOut,
-                generation,
-                hello.instance_id(),
-                crep.slot_bytes(),
-                LinkTransport(choice.transport)};
+  LinkSpec spec{
+      name, LinkOrigin::kOut, generation, hello.instance_id(), crep.slot_bytes(), choice.transport};
   // Installed and recorded in one engine step: a link-down report (also on
   // the engine thread) cannot fall in between.
   auto installed = engine_.Run([&]() -> Status {

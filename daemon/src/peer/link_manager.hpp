@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -94,9 +95,9 @@ class LinkManager {
     PeerState state = PeerState::kConnecting;
     TimePoint state_since = std::chrono::steady_clock::now();
     TimePoint retry_at{};
-    std::string transport;
+    std::optional<Transport> transport;  // none until one is chosen
     std::string transport_reason;
-    v1::VerbsPath verbs_path;  // set while transport is "verbs"
+    v1::VerbsPath verbs_path;  // set while transport is kVerbs
     uint64_t generation = 0;
     uint64_t link_id = 0;  // engine link; 0 when none
     bool link_lost = false;

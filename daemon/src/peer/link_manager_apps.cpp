@@ -81,23 +81,23 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
   MCDMA_ASSIGN_OR_RETURN(auto ch, ChannelFor(peer));
   // Pieces for the transport the link runs on now (a later link over the
   // other transport makes the handle fail REVOKED: resolve again).
-  std::string transport = "tcp";
+  Transport transport = Transport::kTcp;
   {
     std::lock_guard lock(mu_);
     for (auto* table : {&out_, &in_}) {
       auto it = table->find(peer);
-      if (it != table->end() && it->second->state == PeerState::kUp)
-        transport = it->second->transport;
+      if (it != table->end() && it->second->state == PeerState::kUp && it->second->transport)
+        transport = *it->second->transport;
     }
   }
   v1::PeerResolveExportRequest req;
   req.set_name(name);
-  req.set_transport(transport);
+  req.set_transport(std::string(TransportName(transport)));
   MCDMA_ASSIGN_OR_RETURN(v1::PeerResolveExportReply rep, ch->ResolveExport(req, rpc_timeout_));
   PeerExport pe;
   pe.peer = peer;
   pe.name = name;
-  pe.transport = LinkTransport(transport);
+  pe.transport = transport;
   pe.export_id = rep.export_id();
   pe.length = rep.length();
   pe.allow_read = rep.allow_read();
@@ -213,9 +213,9 @@ void LinkManager::Fill(v1::LinksReply* out) {
       li->set_origin(std::string(PeerOriginName(e->origin)));
       li->set_state(std::string(PeerStateName(e->state)));
       li->set_transport_requested(e->config.transport);
-      li->set_transport(e->transport);
+      li->set_transport(e->transport ? std::string(TransportName(*e->transport)) : "");
       li->set_transport_reason(e->transport_reason);
-      if (e->transport == "verbs" && e->state == PeerState::kUp)
+      if (e->transport == Transport::kVerbs && e->state == PeerState::kUp)
         *li->mutable_verbs() = e->verbs_path;
       li->set_generation(e->generation);
       li->set_rtt_us(e->rtt_us);

@@ -43,8 +43,9 @@ v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerH
 Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
                                                     const v1::PeerConnectRequest& req,
                                                     const std::string& source_ip) {
-  const bool verbs = req.transport() == "verbs";
-  if (req.transport() != "tcp" && !(verbs && engine_.has_verbs())) {
+  const std::optional<Transport> asked = TransportFromName(req.transport());
+  const bool verbs = asked == Transport::kVerbs;
+  if (asked != Transport::kTcp && !(verbs && engine_.has_verbs())) {
     return Status(Code::kInvalid, Reason::kTransportRefused,
                   "transport \"" + req.transport() + "\" is not offered here");
   }
@@ -76,7 +77,8 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     std::string remote_host = source_ip.empty() ? "127.0.0.1" : source_ip;
     MCDMA_ASSIGN_OR_RETURN(remote, driver::tcp::RebaseEndpointInfo(remote, remote_host));
   }
-  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(LinkTransport(req.transport())); });
+  const Transport transport = *asked;
+  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(transport); });
   if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
   MCDMA_RETURN_IF_ERROR(ep->status());
   std::shared_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
@@ -99,7 +101,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     e->generation = generation;
     e->link_id = 0;
     e->config.transport = req.transport();
-    e->transport = req.transport();
+    e->transport = transport;
     e->transport_reason = "chosen by the peer that dialed";
     e->verbs_path = path;
     if (e->state == PeerState::kUp)
@@ -120,7 +122,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
     auto done = std::make_shared<std::atomic<bool>>(false);
     connectors_.push_back(
         {std::thread([this, e, endpoint, remote, host, instance, generation, done,
-                      remote_slot_bytes = req.slot_bytes(), transport = req.transport()] {
+                      remote_slot_bytes = req.slot_bytes(), transport] {
            struct MarkDone {
              std::atomic<bool>& flag;
              ~MarkDone() { flag.store(true); }
@@ -129,7 +131,7 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
            Status st = conn.status();
            if (st.ok()) {
              LinkSpec spec{host,     LinkOrigin::kIn,   generation,
-                           instance, remote_slot_bytes, LinkTransport(transport)};
+                           instance, remote_slot_bytes, transport};
              // Installed and recorded in one engine step: a link-down
              // report (also on the engine thread) cannot fall in between.
              auto r = engine_.Run([&]() -> Status {

@@ -155,10 +155,10 @@ grpc::Status PeerServiceImpl::ResolveExport(grpc::ServerContext* ctx,
   auto caller = Caller(ctx);
   if (!caller.ok()) return Unauthenticated(caller.status().message());
   const std::string& host = *caller;
-  if (req->transport() != "tcp" && req->transport() != "verbs")
+  const std::optional<Transport> transport = TransportFromName(req->transport());
+  if (transport != Transport::kTcp && transport != Transport::kVerbs)
     return Malformed("resolve: unknown transport");
-  auto grant = engine_.Run(
-      [&] { return engine_.ResolveForPeer(host, req->name(), LinkTransport(req->transport())); });
+  auto grant = engine_.Run([&] { return engine_.ResolveForPeer(host, req->name(), *transport); });
   if (!grant) return ToGrpc(Status(Code::kUnavailable, "the daemon is stopping"));
   if (!grant->ok()) return ToGrpc(grant->status());
   ToReply(grant->value(), rep);

@@ -33,7 +33,7 @@ Result<TransportChoice> ChooseTransport(const std::string& requested, const std:
     if (!peer_offers_tcp)
       return Status(Code::kInvalid, Reason::kTransportRefused,
                     "peer '" + peer + "' offers no tcp transport");
-    return TransportChoice{"tcp", std::move(why)};
+    return TransportChoice{Transport::kTcp, std::move(why)};
   };
   if (requested == "tcp") return tcp("tcp asked for in config");
   std::string missing;
@@ -49,13 +49,13 @@ Result<TransportChoice> ChooseTransport(const std::string& requested, const std:
     if (!missing.empty())
       return Status(Code::kInvalid, Reason::kTransportRefused,
                     "transport \"verbs\" was asked for, but " + missing);
-    return TransportChoice{
-        "verbs", "verbs asked for in config (" + local.device + ", profile " + local.profile + ")"};
+    return TransportChoice{Transport::kVerbs, "verbs asked for in config (" + local.device +
+                                                  ", profile " + local.profile + ")"};
   }
   if (!missing.empty()) return tcp("auto: " + missing + "; using tcp");
-  return TransportChoice{"verbs", "auto: both ends have an RDMA device (" + local.device +
-                                      " here, profile " + local.profile + " / " + remote.profile +
-                                      ")"};
+  return TransportChoice{Transport::kVerbs, "auto: both ends have an RDMA device (" + local.device +
+                                                " here, profile " + local.profile + " / " +
+                                                remote.profile + ")"};
 }
 
 Result<v1::VerbsPath> DescribeVerbsPath(const LocalVerbsInfo& local, const std::string& local_info,

@@ -12,7 +12,7 @@
 namespace mcdma::daemon {
 
 struct TransportChoice {
-  std::string transport;  // "tcp" or "verbs"
+  Transport transport = Transport::kTcp;  // kTcp or kVerbs
   std::string reason;
 };
 
