@@ -23,11 +23,14 @@ extern "C" {
 
 /* Same numbers as mcdma::Code (status.hpp) and the mailbox protocol; both
  * are made from the one list in mcdma/codes.h. */
+/* The list pastes names, not expressions: */
+/* NOLINTBEGIN(bugprone-macro-parentheses) */
+/* clang-format off */
 typedef enum mcdma_code {
 #define MCDMA_C_CODE_(name, value, cpp, meaning) MCDMA_##name = value,
   MCDMA_CODE_LIST(MCDMA_C_CODE_)
 #undef MCDMA_C_CODE_
-      MCDMA_MAX_CODE = MCDMA_SYSTEM /* the highest code; every value up to it is named */
+  MCDMA_MAX_CODE = MCDMA_SYSTEM /* the highest code; every value up to it is named */
 } mcdma_code;
 
 /* What a program decides on when a code alone is not enough (see codes.h). */
@@ -35,8 +38,10 @@ typedef enum mcdma_reason {
 #define MCDMA_C_REASON_(name, value, cpp, meaning) MCDMA_REASON_##name = value,
   MCDMA_REASON_LIST(MCDMA_C_REASON_)
 #undef MCDMA_C_REASON_
-      MCDMA_MAX_REASON = MCDMA_REASON_TRANSPORT_REFUSED /* the highest reason */
+  MCDMA_MAX_REASON = MCDMA_REASON_TRANSPORT_REFUSED /* the highest reason */
 } mcdma_reason;
+/* clang-format on */
+/* NOLINTEND(bugprone-macro-parentheses) */
 
 typedef struct mcdma_client mcdma_client; /* a session */
 typedef struct mcdma_buffer mcdma_buffer; /* a shared-memory buffer */

@@ -18,6 +18,9 @@
 
 namespace mcdma {
 
+// The X-macros below paste list entries as enumerators and terms: their
+// arguments are names and literals, not expressions to parenthesize.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 enum class Code : uint16_t {
 #define MCDMA_CODE_ENUMERATOR_(name, value, cpp, meaning) cpp = value,
   MCDMA_CODE_LIST(MCDMA_CODE_ENUMERATOR_)
@@ -39,6 +42,7 @@ namespace internal {
 inline constexpr uint16_t kCodeCount = 0 MCDMA_CODE_LIST(MCDMA_COUNT_ONE_);
 inline constexpr uint16_t kReasonCount = 0 MCDMA_REASON_LIST(MCDMA_COUNT_ONE_);
 #undef MCDMA_COUNT_ONE_
+// NOLINTEND(bugprone-macro-parentheses)
 // True when the list's values are 0, 1, 2, ... in order.
 constexpr bool Dense(std::initializer_list<uint16_t> values) {
   uint16_t expected = 0;
