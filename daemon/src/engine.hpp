@@ -119,12 +119,7 @@ struct PeerGrant {
   uint64_t length = 0;
   bool allow_read = false;
   bool allow_write = false;
-  struct Piece {
-    uint64_t offset = 0;
-    uint64_t length = 0;
-    uint32_t rkey = 0;
-    uint64_t addr = 0;
-  };
+  using Piece = RemotePiece;
   std::vector<Piece> pieces;              // offset order, covering [0, length)
   std::optional<uint64_t> expires_in_ms;  // with a TTL; at least 1
 };

@@ -99,7 +99,7 @@ Result<PeerGrant> Engine::ResolveForPeer(const std::string& peer_host, const std
   PeerGrant grant{e.id, e.length, e.allow_read, e.allow_write, {}, std::nullopt};
   for (size_t i = 0; i < reg.pieces.size(); ++i) {
     const auto& mr = reg.pieces[i];
-    grant.pieces.push_back({i * reg.piece_bytes, mr->length(), mr->rkey(), mr->RemoteAddr(0)});
+    grant.pieces.push_back({i * reg.piece_bytes, mr->length(), mr->RemoteAddr(0), mr->rkey()});
   }
   if (e.expires) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*e.expires - Clock::now());

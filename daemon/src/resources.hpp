@@ -100,6 +100,16 @@ struct ExportRecord {
   std::set<std::string> resolved_by;
 };
 
+// One registered piece of an export as a peer addresses it: `length` bytes
+// from `offset` into the export, at `addr` under `rkey`. What this daemon
+// grants a peer (PeerGrant) and what a peer granted it (PeerExport) alike.
+struct RemotePiece {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+};
+
 // An export on a peer host, as its daemon's ResolveExport described it.
 struct PeerExport {
   std::string peer;
@@ -110,12 +120,7 @@ struct PeerExport {
   uint64_t length = 0;
   bool allow_read = false;
   bool allow_write = false;
-  struct Piece {
-    uint64_t offset = 0;
-    uint64_t length = 0;
-    uint64_t addr = 0;
-    uint32_t rkey = 0;
-  };
+  using Piece = RemotePiece;
   std::vector<Piece> pieces;  // offset order, covering [0, length)
   std::optional<Clock::time_point> expires;
   bool revoked = false;

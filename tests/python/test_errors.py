@@ -102,22 +102,19 @@ def test_stubs_name_every_class_and_function():
     assert (package / "py.typed").exists()
     errors_stub = stub_names(package / "_errors.pyi")
     assert {class_name(c.name) for c in ERROR_CODES} | {"Code", "Error"} <= errors_stub
-    codes_in_stub = {
-        target.id
-        for node in ast.walk(ast.parse((package / "_errors.pyi").read_text()))
-        if isinstance(node, ast.ClassDef) and node.name == "Code"
-        for stmt in node.body if isinstance(stmt, ast.Assign)
-        for target in stmt.targets
-    }
-    assert codes_in_stub == set(mcdma.Code.__members__)
-    reasons_in_stub = {
-        target.id
-        for node in ast.walk(ast.parse((package / "_errors.pyi").read_text()))
-        if isinstance(node, ast.ClassDef) and node.name == "Reason"
-        for stmt in node.body if isinstance(stmt, ast.Assign)
-        for target in stmt.targets
-    }
-    assert reasons_in_stub == set(mcdma.Reason.__members__)
+    stub_tree = ast.parse((package / "_errors.pyi").read_text())
+
+    def members_in_stub(enum_name):
+        return {
+            target.id
+            for node in ast.walk(stub_tree)
+            if isinstance(node, ast.ClassDef) and node.name == enum_name
+            for stmt in node.body if isinstance(stmt, ast.Assign)
+            for target in stmt.targets
+        }
+
+    assert members_in_stub("Code") == set(mcdma.Code.__members__)
+    assert members_in_stub("Reason") == set(mcdma.Reason.__members__)
     stub_all = next(ast.literal_eval(node.value)
                     for node in ast.parse((package / "_errors.pyi").read_text()).body
                     if isinstance(node, ast.Assign) and node.targets[0].id == "__all__")
