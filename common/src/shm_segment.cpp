@@ -8,13 +8,15 @@
 
 #include "mcdma_internal/sys.hpp"
 #include "platform/names.hpp"
+#include "platform/shm.hpp"
 
 namespace bip = boost::interprocess;
 
 namespace mcdma {
 
+// Only the mapping is kept: the object (and its file descriptor) is closed
+// once mapped, so a process holds no fd per segment.
 struct ShmSegment::Impl {
-  bip::shared_memory_object object;
   bip::mapped_region region;
 };
 
@@ -76,8 +78,8 @@ Result<ShmSegment> ShmSegment::Create(const std::string& name, uint64_t bytes, u
   try {
     bip::permissions perm(0600);
     auto impl = std::make_unique<Impl>();
-    impl->object = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write, perm);
-    int fd = impl->object.get_mapping_handle().handle;
+    bip::shared_memory_object object(bip::create_only, name.c_str(), bip::read_write, perm);
+    int fd = object.get_mapping_handle().handle;
     // The umask may have narrowed the mode; make it exactly 0600.
     if (fchmod(fd, 0600) != 0) {
       int err = errno;
@@ -92,8 +94,14 @@ Result<ShmSegment> ShmSegment::Create(const std::string& name, uint64_t bytes, u
           name + " to uid " + std::to_string(owner_uid) +
               " (serving apps of other users needs root or CAP_CHOWN; segments stay mode 0600)");
     }
-    impl->object.truncate(static_cast<bip::offset_t>(bytes));
-    impl->region = bip::mapped_region(impl->object, bip::read_write);
+    object.truncate(static_cast<bip::offset_t>(bytes));
+    // The pages are taken now: a full /dev/shm is an error here, never a
+    // SIGBUS on first touch.
+    if (Status reserved = platform::ReserveSharedMemory(fd, bytes, name); !reserved.ok()) {
+      bip::shared_memory_object::remove(name.c_str());
+      return reserved;
+    }
+    impl->region = bip::mapped_region(object, bip::read_write);
     ShmSegment seg(std::move(impl));
     seg.name_ = name;
     seg.linked_ = true;
@@ -109,13 +117,13 @@ Result<ShmSegment> ShmSegment::Open(const std::string& name, uint64_t bytes) {
   MCDMA_RETURN_IF_ERROR(platform::CheckShmName(name));
   try {
     auto impl = std::make_unique<Impl>();
-    impl->object = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_write);
+    bip::shared_memory_object object(bip::open_only, name.c_str(), bip::read_write);
     bip::offset_t actual = 0;
-    if (!impl->object.get_size(actual) || static_cast<uint64_t>(actual) != RoundUpToPage(bytes)) {
+    if (!object.get_size(actual) || static_cast<uint64_t>(actual) != RoundUpToPage(bytes)) {
       return Status(Code::kInvalid, "segment " + name + " has size " + std::to_string(actual) +
                                         ", expected " + std::to_string(RoundUpToPage(bytes)));
     }
-    impl->region = bip::mapped_region(impl->object, bip::read_write);
+    impl->region = bip::mapped_region(object, bip::read_write);
     ShmSegment seg(std::move(impl));
     seg.name_ = name;
     seg.linked_ = false;  // the creator owns the name
