@@ -14,12 +14,13 @@ namespace {
 
 // The wire numbers in use: appending a code changes these, renumbering must not.
 constexpr uint16_t kCodeCount = 16;
-constexpr uint16_t kReasonCount = 9;
+constexpr uint16_t kReasonCount = 14;
 static_assert(static_cast<uint16_t>(kMaxCode) + 1 == kCodeCount);
 static_assert(static_cast<uint16_t>(kMaxReason) + 1 == kReasonCount);
 static_assert(IsKnownCode(15) && !IsKnownCode(16) && !IsKnownCode(UINT64_MAX));
 static_assert(CodeFromWire(8) == Code::kLinkDown && CodeFromWire(16) == Code::kInternal);
-static_assert(ReasonFromWire(1) == Reason::kNoSuchService && ReasonFromWire(9) == Reason::kNone);
+static_assert(ReasonFromWire(1) == Reason::kNoSuchService &&
+              ReasonFromWire(13) == Reason::kNameReserved && ReasonFromWire(14) == Reason::kNone);
 
 TEST(Status, CodeNamesRoundTrip) {
   std::set<std::string> names;
@@ -86,6 +87,11 @@ TEST(Status, ReasonNamesRoundTripAndKeepTheirNumbers) {
   EXPECT_EQ(static_cast<uint16_t>(Reason::kKeyFileLink), 6);
   EXPECT_EQ(static_cast<uint16_t>(Reason::kPeerIdentity), 7);
   EXPECT_EQ(static_cast<uint16_t>(Reason::kTransportRefused), 8);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kShmFull), 9);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kFdLimit), 10);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kBacklogFull), 11);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kUserQuota), 12);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kNameReserved), 13);
   for (uint16_t i = 0; i < kReasonCount; ++i) {
     auto r = static_cast<Reason>(i);
     EXPECT_EQ(ReasonFromName(ReasonName(r)), r);

@@ -38,6 +38,11 @@ class Reason(enum.IntEnum):
     KEY_FILE_LINK = 6
     PEER_IDENTITY = 7
     TRANSPORT_REFUSED = 8
+    SHM_FULL = 9
+    FD_LIMIT = 10
+    BACKLOG_FULL = 11
+    USER_QUOTA = 12
+    NAME_RESERVED = 13
 
 class Error(Exception):
     """Base class of every mcdma error."""

@@ -35,18 +35,27 @@
  * the code says all there is. Same rules as codes: append only.
  *
  * X(NAME, value, CppName, meaning) */
-#define MCDMA_REASON_LIST(X)                                                                  \
-  X(NONE, 0, kNone, "no further detail")                                                      \
-  X(NO_SUCH_SERVICE, 1, kNoSuchService,                                                       \
-    "the service id names no service (unserved, or its app exited): look the name up again")  \
-  X(NOT_LINKED, 2, kNotLinked, "the peer named is not linked to this daemon")                 \
-  X(KEY_FILE_MODE, 3, kKeyFileMode, "the fabric key file is open to other users (chmod 600)") \
-  X(KEY_FILE_OWNER, 4, kKeyFileOwner, "the fabric key file belongs to another user")          \
-  X(ACCESS_DENIED, 5, kAccessDenied,                                                          \
-    "the operating system refused this user a file or socket (EACCES)")                       \
-  X(KEY_FILE_LINK, 6, kKeyFileLink, "the fabric key path is a symbolic link")                 \
-  X(PEER_IDENTITY, 7, kPeerIdentity,                                                          \
-    "the peer's host id is not the one configured for it, or is this host's own")             \
-  X(TRANSPORT_REFUSED, 8, kTransportRefused, "the peer does not offer the transport asked for")
+#define MCDMA_REASON_LIST(X)                                                                     \
+  X(NONE, 0, kNone, "no further detail")                                                         \
+  X(NO_SUCH_SERVICE, 1, kNoSuchService,                                                          \
+    "the service id names no service (unserved, or its app exited): look the name up again")     \
+  X(NOT_LINKED, 2, kNotLinked, "the peer named is not linked to this daemon")                    \
+  X(KEY_FILE_MODE, 3, kKeyFileMode, "the fabric key file is open to other users (chmod 600)")    \
+  X(KEY_FILE_OWNER, 4, kKeyFileOwner, "the fabric key file belongs to another user")             \
+  X(ACCESS_DENIED, 5, kAccessDenied,                                                             \
+    "the operating system refused this user a file or socket (EACCES)")                          \
+  X(KEY_FILE_LINK, 6, kKeyFileLink, "the fabric key path is a symbolic link")                    \
+  X(PEER_IDENTITY, 7, kPeerIdentity,                                                             \
+    "the peer's host id is not the one configured for it, or is this host's own")                \
+  X(TRANSPORT_REFUSED, 8, kTransportRefused, "the peer does not offer the transport asked for")  \
+  X(SHM_FULL, 9, kShmFull,                                                                       \
+    "the shared-memory filesystem has no room for the segment (free /dev/shm or grow it)")       \
+  X(FD_LIMIT, 10, kFdLimit, "the daemon is at its budget of open files (limits.max_open_files)") \
+  X(BACKLOG_FULL, 11, kBacklogFull,                                                              \
+    "the receiving app does not read its inbox: its queued events reached their budget")         \
+  X(USER_QUOTA, 12, kUserQuota,                                                                  \
+    "this user's budget of sessions, buffers or bytes is used up (limits.per_user_*)")           \
+  X(NAME_RESERVED, 13, kNameReserved,                                                            \
+    "the name is reserved for another user (names.reserve in the daemon's config)")
 
 #endif /* MCDMA_CODES_H_ */
