@@ -6,7 +6,7 @@ namespace mcdma {
 
 ArenaAllocator::ArenaAllocator(uint64_t base, uint64_t bytes, uint32_t unit)
     : base_(base), bytes_(bytes / unit * unit), unit_(unit), free_bytes_(bytes_) {
-  if (bytes_ > 0) free_.emplace(base_, bytes_);
+  if (bytes_ > 0) AddFree(base_, bytes_);
 }
 
 uint64_t ArenaAllocator::Rounded(uint64_t bytes) const {
@@ -14,19 +14,29 @@ uint64_t ArenaAllocator::Rounded(uint64_t bytes) const {
   return (bytes + unit_ - 1) / unit_ * unit_;
 }
 
+void ArenaAllocator::AddFree(uint64_t offset, uint64_t length) {
+  free_.emplace(offset, length);
+  free_by_size_.emplace(length, offset);
+}
+
+void ArenaAllocator::RemoveFree(std::map<uint64_t, uint64_t>::iterator it) {
+  free_by_size_.erase({it->second, it->first});
+  free_.erase(it);
+}
+
 std::optional<uint64_t> ArenaAllocator::Allocate(uint64_t bytes) {
+  if (bytes > bytes_) return std::nullopt;
   uint64_t need = Rounded(bytes);
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    if (it->second < need) continue;
-    uint64_t off = it->first;
-    uint64_t rest = it->second - need;
-    free_.erase(it);
-    if (rest > 0) free_.emplace(off + need, rest);
-    live_.emplace(off, need);
-    free_bytes_ -= need;
-    return off;
-  }
-  return std::nullopt;
+  // The smallest free range that fits; the lowest offset among equals.
+  auto fit = free_by_size_.lower_bound({need, 0});
+  if (fit == free_by_size_.end()) return std::nullopt;
+  uint64_t off = fit->second;
+  uint64_t rest = fit->first - need;
+  RemoveFree(free_.find(off));
+  if (rest > 0) AddFree(off + need, rest);
+  live_.emplace(off, need);
+  free_bytes_ -= need;
+  return off;
 }
 
 bool ArenaAllocator::Free(uint64_t offset, uint64_t bytes) {
@@ -41,14 +51,14 @@ bool ArenaAllocator::Free(uint64_t offset, uint64_t bytes) {
     if (prev->first + prev->second == offset) {
       offset = prev->first;
       len += prev->second;
-      free_.erase(prev);
+      RemoveFree(prev);
     }
   }
   if (next != free_.end() && offset + len == next->first) {
     len += next->second;
-    free_.erase(next);
+    RemoveFree(next);
   }
-  free_.emplace(offset, len);
+  AddFree(offset, len);
   return true;
 }
 

@@ -1,11 +1,17 @@
-// First-fit range allocator over [base, base + bytes) in kArenaUnit units,
+// Best-fit range allocator over [base, base + bytes) in kArenaUnit units,
 // with coalescing. Used by the app for its half of the mailbox arena and by
-// the daemon for its half. Not thread-safe: each user holds its own lock.
+// the daemon for its half. Free ranges are indexed by offset (to coalesce)
+// and by size (to find the smallest that fits), so every operation is
+// O(log n) however fragmented the arena is: an app that leaves the daemon
+// half in a quarter-million holes costs each allocation a tree lookup, not
+// a walk. Not thread-safe: each user holds its own lock.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
+#include <utility>
 
 namespace mcdma {
 
@@ -26,14 +32,19 @@ class ArenaAllocator {
   uint64_t free_bytes() const { return free_bytes_; }
   uint64_t capacity() const { return bytes_; }
   size_t live_allocations() const { return live_.size(); }
+  size_t free_ranges() const { return free_.size(); }
 
  private:
   uint64_t base_;
   uint64_t bytes_;
   uint32_t unit_;
   uint64_t free_bytes_;
-  std::map<uint64_t, uint64_t> free_;  // offset -> length
-  std::map<uint64_t, uint64_t> live_;  // offset -> length
+  void AddFree(uint64_t offset, uint64_t length);
+  void RemoveFree(std::map<uint64_t, uint64_t>::iterator it);
+
+  std::map<uint64_t, uint64_t> free_;                     // offset -> length
+  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (length, offset)
+  std::map<uint64_t, uint64_t> live_;                     // offset -> length
 };
 
 }  // namespace mcdma
