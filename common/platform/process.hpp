@@ -4,12 +4,24 @@
 // Threading: any thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
+
+#include "mcdma/status.hpp"
 
 namespace mcdma::platform {
 
 // The executable's file name without its directory ("vllm", "python3.11");
 // "app" when the OS does not say.
 std::string ProgramName();
+
+// The limit on open files (RLIMIT_NOFILE) after raising the soft limit to
+// the hard one (macOS: to at most OPEN_MAX, which setrlimit enforces).
+// Returns the soft limit now in effect.
+Result<uint64_t> RaiseOpenFileLimit();
+
+// How many file descriptors the process has open now (/proc/self/fd on
+// Linux, /dev/fd on macOS); -1 when it cannot be read.
+int64_t OpenFileCount();
 
 }  // namespace mcdma::platform

@@ -32,6 +32,15 @@ Result<Fd> OpenSocket(int family, int type, int protocol, Blocking blocking);
 // leaves errno) when nothing is pending or accept failed.
 Fd Accept(int listen_fd, Blocking blocking);
 
+// Who is at the other end of a connected AF_UNIX socket, as the kernel
+// saw it at connect time (SO_PEERCRED on Linux; getpeereid and
+// LOCAL_PEERPID on macOS). Unforgeable by the peer.
+struct PeerCredentials {
+  uint32_t uid = 0;
+  uint32_t pid = 0;
+};
+Result<PeerCredentials> PeerCredentialsOf(int fd);
+
 // socketpair(AF_UNIX, type): both ends close-on-exec and SIGPIPE-suppressed.
 Status OpenSocketPair(int type, Fd* first, Fd* second);
 

@@ -46,6 +46,18 @@ grpc::Status ControlService::OpenSession(
   }
   HelloInfo hello{h.app_name(),           h.pid(),           h.uid(),        h.submission_entries(),
                   h.completion_entries(), h.inbox_entries(), h.arena_bytes()};
+  // Who the app is comes from the kernel (the connection's credentials),
+  // never from what Hello says: the per-user budgets and the segments'
+  // owner rest on it.
+  if (listener_ != nullptr) {
+    std::optional<ConnectionSource> source = listener_->FindPeer(ctx->peer());
+    if (!source || !source->credentials) {
+      return ToGrpc(Status(Code::kUnavailable, "the session's connection (" + ctx->peer() +
+                                                   ") is not one the daemon accepted"));
+    }
+    hello.uid = source->credentials->uid;
+    hello.pid = source->credentials->pid;
+  }
   auto guard = std::make_shared<CancelGuard>();
   guard->ctx = ctx;
   auto opened = engine_.Run([&]() -> Result<OpenedInfo> {

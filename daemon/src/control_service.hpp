@@ -3,6 +3,7 @@
 #pragma once
 
 #include "engine.hpp"
+#include "listener.hpp"
 #include "mcdma/v1/control.grpc.pb.h"
 
 namespace mcdma::daemon {
@@ -11,9 +12,13 @@ class LinkManager;
 
 class ControlService final : public v1::Control::Service {
  public:
-  // `links`: null when peering is off.
-  explicit ControlService(Engine& engine, LinkManager* links = nullptr)
-      : engine_(engine), links_(links) {}
+  // `links`: null when peering is off. `listener`: the control socket's,
+  // which tells who (uid, pid) is at the other end of a call's connection;
+  // null only in tests that serve without one (then Hello's own uid and
+  // pid are taken).
+  explicit ControlService(Engine& engine, LinkManager* links = nullptr,
+                          const Listener* listener = nullptr)
+      : engine_(engine), links_(links), listener_(listener) {}
 
   grpc::Status OpenSession(
       grpc::ServerContext* ctx,
@@ -41,6 +46,7 @@ class ControlService final : public v1::Control::Service {
 
   Engine& engine_;
   LinkManager* links_;
+  const Listener* listener_;
 };
 
 }  // namespace mcdma::daemon

@@ -1,6 +1,7 @@
 #include "daemon.hpp"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -8,12 +9,15 @@
 #include <thread>
 
 #include "admin_service.hpp"
+#include "budgets.hpp"
 #include "control_service.hpp"
 #include "driver/loop/loop_transport.hpp"
 #include "engine.hpp"
 #include "mcdma_internal/fabric_key.hpp"
 #include "peer/peer_plane.hpp"
+#include "platform/process.hpp"
 #include "platform/service_manager.hpp"
+#include "platform/shm.hpp"
 #include "verbs_support.hpp"
 
 namespace mcdma::daemon {
@@ -73,25 +77,40 @@ Status Daemon::StartAll() {
       return Status(loaded.status().code(), "fabric_key: " + loaded.status().message());
     key = std::make_shared<const FabricKey>(std::move(loaded).value());
   }
+  // The budgets that depend on this machine (open files, /dev/shm) are
+  // fixed before anything uses them.
+  MachineFacts facts;
+  MCDMA_ASSIGN_OR_RETURN(facts.open_file_limit, platform::RaiseOpenFileLimit());
+  facts.shm_capacity = platform::SharedMemoryCapacity();
+  MCDMA_RETURN_IF_ERROR(ResolveBudgets(options_, facts));
   MCDMA_ASSIGN_OR_RETURN(engine_, MakeEngine(options_, key != nullptr));
   MCDMA_ASSIGN_OR_RETURN(auto socket, SocketPath::Prepare(options_.socket, options_.socket_group));
   socket_.emplace(std::move(socket));
+  MCDMA_ASSIGN_OR_RETURN(
+      control_listener_,
+      Listener::ListenUnix("control", options_.socket,
+                           {options_.max_connections, options_.max_connections_per_user}));
+  socket_->SetModeFromDirectory();
   MCDMA_RETURN_IF_ERROR(engine_->Start());
   if (key) {
     MCDMA_ASSIGN_OR_RETURN(peers_, PeerPlane::Start(options_, *engine_, key));
   }
 
   LinkManager* links = peers_ ? &peers_->links() : nullptr;
-  control_ = std::make_unique<ControlService>(*engine_, links);
+  control_ = std::make_unique<ControlService>(*engine_, links, control_listener_.get());
   admin_ = std::make_unique<AdminService>(*engine_, links);
+  admin_->SetListeners(control_listener_.get(), peers_ ? &peers_->listener() : nullptr);
+  if (peers_) admin_->SetPeerService(&peers_->service());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + options_.socket, grpc::InsecureServerCredentials());
   builder.RegisterService(control_.get());
   builder.RegisterService(admin_.get());
   builder.SetMaxReceiveMessageSize(4 << 20);
   server_.reset(builder.BuildAndStart().release());
-  if (!server_) return Status(Code::kSystem, "cannot listen on " + options_.socket);
-  socket_->SetModeFromDirectory();
+  if (!server_) return Status(Code::kSystem, "cannot serve on " + options_.socket);
+  // Connections reach the server only through the listener, which bounds
+  // them and keeps accepting when descriptors run out (listener.hpp).
+  control_listener_->Start(
+      [server = server_.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
   log_->info("mcdma-rpcd {} serving on {} as host '{}' (transports: loop{})", MCDMA_VERSION_TEXT,
              options_.socket, options_.host_id,
              peers_ ? std::string(engine_->has_verbs() ? ", verbs" : "") + ", tcp; peers on " +
@@ -140,6 +159,8 @@ void Daemon::StopServer::operator()(grpc::Server* server) const {
 
 Daemon::~Daemon() {
   Drain("stopping");
+  // No connection may be handed to the server once it is shutting down.
+  if (control_listener_) control_listener_->Stop();
   // The members stop in reverse order; see daemon.hpp.
 }
 

@@ -2,10 +2,13 @@
 // Daemon::Start and stopped in the reverse order by ~Daemon. main() (and
 // the in-process test fixture) own one; signals are main's (stop_signals).
 //
-// Start order: the fabric key and the devices and engine (MakeEngine), so
-// that a bad key or device stops the daemon before it touches the socket;
-// the control socket's path; the engine thread; the peer plane; the control
-// and admin services and their gRPC server; the watchdog. The members are
+// Start order: the fabric key, the budgets (open files, /dev/shm:
+// budgets.hpp), the devices and engine (MakeEngine), so that a bad key,
+// budget or device stops the daemon before it touches the socket; the
+// control socket's path and its listener (listener.hpp: the daemon accepts
+// connections itself); the engine thread; the peer plane; the control and
+// admin services and their gRPC server; then the listener starts handing
+// connections to the server; the watchdog. The members are
 // declared so that their destruction undoes it: watchdog, server (300 ms
 // grace), services, peer plane (Goodbye to peers), engine (its thread, then
 // its devices), socket file.
@@ -19,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "listener.hpp"
 #include "mcdma/status.hpp"
 #include "options.hpp"
 #include "socket_path.hpp"
@@ -73,6 +77,9 @@ class Daemon {
   Options options_;
   std::shared_ptr<spdlog::logger> log_;
   std::optional<SocketPath> socket_;
+  // Stopped by ~Daemon before the server shuts down (no handoff to a
+  // server that is going); destroyed after the engine.
+  std::unique_ptr<Listener> control_listener_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<PeerPlane> peers_;
   std::unique_ptr<ControlService> control_;

@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,6 +38,18 @@ Result<Fd> OpenSocket(int family, int type, int protocol, Blocking blocking) {
   if (!fd.valid()) return SysError("socket", errno);
   MCDMA_RETURN_IF_ERROR(Prepare(fd.get(), blocking));
   return fd;
+}
+
+Result<PeerCredentials> PeerCredentialsOf(int fd) {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  if (getpeereid(fd, &uid, &gid) != 0) return SysError("getpeereid", errno);
+  pid_t pid = 0;
+  socklen_t len = sizeof(pid);
+  if (getsockopt(fd, SOL_LOCAL, LOCAL_PEERPID, &pid, &len) != 0) {
+    return SysError("getsockopt", errno, "LOCAL_PEERPID");
+  }
+  return PeerCredentials{static_cast<uint32_t>(uid), static_cast<uint32_t>(pid)};
 }
 
 Fd Accept(int listen_fd, Blocking blocking) {

@@ -20,6 +20,15 @@ Result<Fd> OpenSocket(int family, int type, int protocol, Blocking blocking) {
   return fd;
 }
 
+Result<PeerCredentials> PeerCredentialsOf(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return SysError("getsockopt", errno, "SO_PEERCRED");
+  }
+  return PeerCredentials{static_cast<uint32_t>(cred.uid), static_cast<uint32_t>(cred.pid)};
+}
+
 Fd Accept(int listen_fd, Blocking blocking) {
   int flags = SOCK_CLOEXEC | (blocking == Blocking::kNonBlocking ? SOCK_NONBLOCK : 0);
   return Fd(accept4(listen_fd, nullptr, nullptr, flags));

@@ -63,26 +63,51 @@ Result<std::unique_ptr<PeerPlane>> PeerPlane::Start(const Options& options, Engi
     channel_creds = grpc::SslCredentials(copts);
   }
   MCDMA_ASSIGN_OR_RETURN(auto listen, SplitHostPort(options.listen, kDefaultPeerPort));
-  int bound_port = 0;
+  // The daemon accepts the peer port's connections itself (bounded in all
+  // and per address, and still accepting when descriptors run out) and
+  // hands them to gRPC, whose TLS and handshake deadline apply as on its
+  // own listener. Two daemons cannot share the port: bind fails.
+  auto listener =
+      Listener::ListenTcp("peer", listen.first, listen.second,
+                          {options.peer_max_connections, options.peer_max_connections_per_address});
+  if (!listener.ok()) {
+    return Status(
+        listener.status().code(),
+        "listen " + options.listen + ": cannot serve peers there: " + listener.status().message());
+  }
+  plane->listener_ = std::move(listener).value();
+  int bound_port = plane->listener_->port();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(JoinHostPort(listen.first, listen.second), server_creds, &bound_port);
+  plane->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, server_creds);
   builder.SetMaxReceiveMessageSize(4 << 20);
-  // Two daemons must not share a port: the second one fails to start.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A connection that never completes its handshake (TLS, HTTP/2
+  // settings) is closed after the authentication stage deadline; one that
+  // then carries no call for 30 s is closed too (linked peers send
+  // heartbeats far more often).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(options.auth_timeout_ms));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 30'000);
   // The listen port goes to peers in Hello; it must be known before the
   // link manager dials, so the server starts first (its service routes to
   // the link manager, which exists from here on).
   auto* plane_ptr = plane.get();
   plane_ptr->links_ =
       std::make_unique<LinkManager>(options, engine, key, channel_creds, listen.second);
-  plane_ptr->service_ =
-      std::make_unique<PeerServiceImpl>(engine, *plane_ptr->links_, key, options.host_id);
+  plane_ptr->service_ = std::make_unique<PeerServiceImpl>(
+      engine, *plane_ptr->links_, key, options.host_id, options.auth_per_address,
+      std::chrono::milliseconds(options.auth_timeout_ms));
   builder.RegisterService(plane_ptr->service_.get());
   plane_ptr->server_ = builder.BuildAndStart();
-  if (!plane_ptr->server_ || bound_port == 0) {
-    return Status(Code::kSystem, "listen " + options.listen +
-                                     ": cannot serve peers there (address in use or not local)");
+  if (!plane_ptr->server_) {
+    return Status(Code::kSystem, "listen " + options.listen + ": cannot start the peer service");
   }
+  plane_ptr->listener_->Start([plane_ptr](int fd) {
+    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
+    p.listener_fd = plane_ptr->listener_->listen_fd();
+    p.fd = fd;
+    plane_ptr->acceptor_->HandleNewConnection(&p);
+  });
   // An ephemeral port (0) may have been asked for: tell peers the one we got.
   plane_ptr->links_->set_listen_port(static_cast<uint16_t>(bound_port));
   plane_ptr->listen_ = JoinHostPort(listen.first, static_cast<uint32_t>(bound_port));
@@ -98,6 +123,7 @@ void PeerPlane::Stop() {
   stopped_ = true;
   // Peers' calls first (no Connect may start a link while the links stop),
   // then our links (Goodbye to each peer). Start may have failed half-way.
+  if (listener_) listener_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   if (links_) links_->Stop(v1::PEER_GOODBYE_REASON_SHUTDOWN);
 }

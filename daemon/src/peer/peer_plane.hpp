@@ -10,6 +10,7 @@
 
 #include "driver/transport.hpp"
 #include "engine.hpp"
+#include "listener.hpp"
 #include "mcdma_internal/fabric_key.hpp"
 #include "options.hpp"
 #include "peer/link_manager.hpp"
@@ -29,6 +30,10 @@ class PeerPlane {
   PeerPlane& operator=(const PeerPlane&) = delete;
 
   LinkManager& links() { return *links_; }
+  // The peer port's listener (connection caps, refusals) and service
+  // (authentication figures), for status.
+  const Listener& listener() const { return *listener_; }
+  const PeerServiceImpl& service() const { return *service_; }
   const std::string& listen_address() const { return listen_; }
   // Goodbye to peers, stop the links, stop serving peers. Idempotent.
   void Stop();
@@ -36,6 +41,10 @@ class PeerPlane {
  private:
   PeerPlane() = default;
   std::string listen_;
+  // Accepts the peer port's connections and hands them to server_ through
+  // acceptor_ (listener.hpp); stopped before the server shuts down.
+  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::unique_ptr<LinkManager> links_;
   std::unique_ptr<PeerServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
