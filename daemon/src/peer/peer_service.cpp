@@ -7,8 +7,6 @@
 
 namespace mcdma::daemon {
 namespace {
-constexpr uint32_t kMaxAuthenticating = 32;
-
 grpc::Status Unauthenticated(const std::string& why) {
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, why);
 }
@@ -41,8 +39,14 @@ void ToReply(const PeerGrant& g, v1::PeerResolveExportReply* out) {
 }  // namespace
 
 PeerServiceImpl::PeerServiceImpl(Engine& engine, LinkManager& links,
-                                 std::shared_ptr<const FabricKey> key, std::string host_id)
-    : engine_(engine), links_(links), key_(std::move(key)), host_id_(std::move(host_id)) {}
+                                 std::shared_ptr<const FabricKey> key, std::string host_id,
+                                 uint32_t auth_per_address,
+                                 std::chrono::milliseconds auth_stage_timeout)
+    : engine_(engine),
+      links_(links),
+      key_(std::move(key)),
+      host_id_(std::move(host_id)),
+      gate_(auth_per_address, auth_stage_timeout) {}
 
 Result<std::string> PeerServiceImpl::Caller(grpc::ServerContext* ctx) {
   const auto& md = ctx->client_metadata();
@@ -61,19 +65,26 @@ Result<std::string> PeerServiceImpl::Caller(grpc::ServerContext* ctx) {
 
 grpc::Status PeerServiceImpl::Authenticate(
     grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::AuthResponse, v1::AuthRequest>* stream) {
-  if (authenticating_.fetch_add(1) >= kMaxAuthenticating) {
-    authenticating_.fetch_sub(1);
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many authentications at once");
+  // Bounded: per address and in all, and each stage has a deadline that
+  // cancels the stream (auth_gate.hpp).
+  std::optional<AuthGate::Pass> pass = gate_.Admit(ctx);
+  if (!pass) {
+    ++refused_;
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "too many authentications at once from " +
+                            AuthGate::AddressOf(ctx->peer()) + " or in all; retry later");
   }
-  struct Release {
-    std::atomic<uint32_t>& n;
-    ~Release() { n.fetch_sub(1); }
-  } release{authenticating_};
   auto log = spdlog::get("peer");
   auto responder = peer_auth::Responder::Create(key_, host_id_);
   if (!responder.ok()) return ToGrpc(responder.status());
   v1::AuthRequest req;
-  if (!stream->Read(&req)) return Malformed("authentication: no hello");
+  if (!stream->Read(&req)) {
+    if (pass->timed_out()) {
+      ++refused_;
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "authentication: no hello in time");
+    }
+    return Malformed("authentication: no hello");
+  }
   if (!req.has_hello()) return Malformed("authentication: expected hello first");
   peer_auth::Hello hello{req.hello().version(), req.hello().host_id(), req.hello().nonce()};
   auto challenge = responder->OnHello(hello);
@@ -87,9 +98,15 @@ grpc::Status PeerServiceImpl::Authenticate(
   c->set_host_id(challenge->host_id);
   c->set_nonce(challenge->nonce);
   c->set_proof(challenge->proof);
+  pass->NextStage();
   if (!stream->Write(resp)) return grpc::Status(grpc::StatusCode::CANCELLED, "peer went away");
   if (!stream->Read(&req)) {
     ++refused_;
+    if (pass->timed_out()) {
+      log->warn("authentication from '{}' ({}): no proof within the stage deadline", hello.host_id,
+                ctx->peer());
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "authentication: no proof in time");
+    }
     log->warn(
         "authentication from '{}' ({}): the initiator gave up after the challenge "
         "(it could not verify our proof: different fabric key?)",

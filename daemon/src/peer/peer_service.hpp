@@ -11,14 +11,17 @@
 #include "mcdma/v1/peer.grpc.pb.h"
 #include "mcdma_internal/fabric_key.hpp"
 #include "mcdma_internal/peer_auth.hpp"
+#include "peer/auth_gate.hpp"
 #include "peer/link_manager.hpp"
 
 namespace mcdma::daemon {
 
 class PeerServiceImpl final : public v1::Peer::Service {
  public:
+  // Authentication is bounded by `auth` (per address, stage deadline).
   PeerServiceImpl(Engine& engine, LinkManager& links, std::shared_ptr<const FabricKey> key,
-                  std::string host_id);
+                  std::string host_id, uint32_t auth_per_address,
+                  std::chrono::milliseconds auth_stage_timeout);
 
   grpc::Status Authenticate(
       grpc::ServerContext* ctx,
@@ -38,6 +41,7 @@ class PeerServiceImpl final : public v1::Peer::Service {
 
   // Calls refused for a missing or bad ticket, and failed authentications.
   uint64_t refused() const { return refused_.load(); }
+  AuthFigures auth_figures() const { return gate_.figures(); }
 
  private:
   // The caller's host id from its ticket; UNAUTHENTICATED otherwise.
@@ -48,7 +52,7 @@ class PeerServiceImpl final : public v1::Peer::Service {
   std::shared_ptr<const FabricKey> key_;
   const std::string host_id_;
   peer_auth::TicketBook tickets_;
-  std::atomic<uint32_t> authenticating_{0};
+  AuthGate gate_;
   std::atomic<uint64_t> refused_{0};
 };
 
