@@ -51,6 +51,10 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   app.add_option("--peer", peer_flags,
                  "a peer to link to: NAME=HOST[:PORT][,TRANSPORT] (repeatable; adds to the "
                  "config file's [[peer]] list)");
+  std::vector<std::string> reserve_flags;
+  app.add_option("--reserve", reserve_flags,
+                 "reserve export and service names starting with PREFIX for the sessions of "
+                 "UID: PREFIX=UID (repeatable; adds to the config file's [[reserve]] list)");
   CommandLine command;
   app.add_flag("--check", command.check_only,
                "validate the configuration and flags, print the result, exit");
@@ -77,6 +81,14 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
       return 2;
     }
     options.peers.push_back(std::move(peer).value());
+  }
+  for (const std::string& text : reserve_flags) {
+    auto r = ParseReservation(text);
+    if (!r.ok()) {
+      std::fprintf(stderr, "mcdma-rpcd: %s\n", r.status().message().c_str());
+      return 2;
+    }
+    options.reservations.push_back(std::move(r).value());
   }
   if (Status st = Validate(options); !st.ok()) {
     std::fprintf(stderr, "mcdma-rpcd: %s\n", st.message().c_str());

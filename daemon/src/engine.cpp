@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "budgets.hpp"
 #include "mcdma_internal/wait.hpp"
 
 namespace mcdma::daemon {
@@ -14,7 +15,10 @@ constexpr auto kBacklogPoll = std::chrono::milliseconds(1);
 Engine::Engine(Options options, Devices devices, LocalVerbsInfo verbs_info)
     : options_(std::move(options)),
       devices_(std::move(devices)),
-      verbs_info_(std::move(verbs_info)) {
+      verbs_info_(std::move(verbs_info)),
+      users_(UserBudget{
+          options_.per_user_sessions, options_.per_user_buffers,
+          options_.per_user_bytes != 0 ? options_.per_user_bytes : kDefaultPerUserBytes}) {
   // The link transports progress on threads of their own and ring us when a
   // connection has something to reap.
   for (driver::Device* d : {device(Transport::kTcp), device(Transport::kVerbs)}) {
@@ -27,6 +31,14 @@ Engine::Engine(Options options, Devices devices, LocalVerbsInfo verbs_info)
 }
 
 Engine::~Engine() { Stop(); }
+
+BacklogLimit Engine::Backlog() const {
+  uint64_t held = 0;
+  for (const auto& [id, s] : sessions_) held += s->backlog_bytes();
+  uint64_t total = options_.max_backlog_bytes_total;
+  return BacklogLimit{options_.max_backlog, options_.max_backlog_bytes,
+                      total > held ? total - held : 0};
+}
 
 Status Engine::Start() {
   // The loop channel: two endpoints of the same device, connected to each other.

@@ -64,6 +64,7 @@
 #include "engine/sessions.hpp"
 #include "engine/snapshots.hpp"
 #include "engine/transfers.hpp"
+#include "engine/users.hpp"
 #include "link.hpp"
 #include "options.hpp"
 #include "resources.hpp"
@@ -300,6 +301,10 @@ class Engine {
   // Sends the kRevokeAcks whose transfers have drained.
   bool SendRevokeAcks();
   Session* FindSession(uint64_t id);
+  // What a session's backlog may hold now (limits.max_backlog*, less what
+  // every session's backlog holds already).
+  BacklogLimit Backlog() const;
+  Status CheckNameOwner(const Session& s, const std::string& name, const char* what) const;
 
   Options options_;
   Devices devices_;
@@ -333,6 +338,7 @@ class Engine {
   Registry registry_;
   CallTable calls_;
   TransferTable transfers_;
+  UserTable users_;
   void UnlinkSegment(const std::string& name);
   Clock::time_point last_sweep_;
 

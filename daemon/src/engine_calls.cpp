@@ -52,8 +52,14 @@ Result<uint64_t> Engine::OfferToService(const CallCaller& caller, uint64_t servi
     call_id = next_id_++;
     ev.call_id = call_id;
   }
-  if (!server->Post(/*inbox=*/true, ev, payload, options_.max_backlog))
-    return Status(Code::kBusy, "the inbox of '" + svc->name + "' is full");
+  if (!server->Post(/*inbox=*/true, ev, payload, Backlog())) {
+    return Status(Code::kBusy, Reason::kBacklogFull,
+                  "the inbox of '" + svc->name + "' is full: its app has " +
+                      std::to_string(server->backlog()) + " events (" +
+                      std::to_string(server->backlog_bytes()) +
+                      " bytes) it has not read (limits.max_backlog, max_backlog_bytes, "
+                      "max_backlog_bytes_total)");
+  }
   if (!one_way)
     calls_.Add(call_id, PendingCall{caller, SessionServer{server->id(), svc->id}, deadline});
   return call_id;

@@ -43,6 +43,16 @@ Result<uint32_t> RingSize(uint32_t requested, uint32_t configured, const char* f
 
 }  // namespace
 
+// A name reserved for another user is refused (options.hpp, NameReservation).
+Status Engine::CheckNameOwner(const Session& s, const std::string& name, const char* what) const {
+  std::optional<uint32_t> owner = ReservedFor(options_.reservations, name);
+  if (!owner || *owner == s.uid) return Status::Ok();
+  return Status(Code::kPermissionDenied, Reason::kNameReserved,
+                std::string(what) + " name '" + name + "' is reserved for uid " +
+                    std::to_string(*owner) + " (this session is uid " + std::to_string(s.uid) +
+                    ")");
+}
+
 Result<OpenedInfo> Engine::OpenSession(const HelloInfo& hello) {
   if (draining_) return Status(Code::kUnavailable, "the daemon is draining (shutting down)");
   if (sessions_.size() >= options_.max_sessions) {
@@ -66,8 +76,15 @@ Result<OpenedInfo> Engine::OpenSession(const HelloInfo& hello) {
   }
   geo.app_arena_bytes = arena / 2 / shm::kArenaUnit * shm::kArenaUnit;
   geo.daemon_arena_bytes = geo.app_arena_bytes;
+  uint64_t mailbox_bytes = RoundUpToPage(geo.total_bytes());
+  MCDMA_RETURN_IF_ERROR(users_.ChargeSession(hello.uid, mailbox_bytes));
   uint64_t id = next_id_++;
-  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::Create(id, geo, hello.uid));
+  auto created = Session::Create(id, geo, hello.uid);
+  if (!created.ok()) {
+    users_.RefundSession(hello.uid, mailbox_bytes);
+    return created.status();
+  }
+  std::unique_ptr<Session> s = std::move(created).value();
   s->token = RandomHex(16);
   s->app_name = hello.app_name.substr(0, 128);
   s->pid = hello.pid;
@@ -125,6 +142,11 @@ void Engine::CloseSession(uint64_t id, Code reason) {
   if (!s->closing) s->MarkClosed(reason);
   s->closing = true;
   // Calls this session serves fail for their callers; its own calls vanish.
+  // Counted before they are reclaimed (removing an export erases it from
+  // s->exports).
+  size_t buffers = s->buffers.size();
+  size_t exports = s->exports.size();
+  size_t services = s->services.size();
   std::vector<uint64_t> served = calls_.ServedBy(id);
   calls_.DropCalledBy(id);
   for (uint64_t call : served) FailCall(call, Code::kPeerGone, "the serving app's session ended");
@@ -139,14 +161,15 @@ void Engine::CloseSession(uint64_t id, Code reason) {
   for (uint64_t bid : s->buffers) {
     std::shared_ptr<BufferRecord> b = registry_.RemoveBuffer(bid);
     if (!b) continue;
+    users_.RefundBuffer(s->uid, b->size());
     registry_.ForgetUnmapped(b->segment.name());
     b->segment.Unlink();
   }
+  users_.RefundSession(s->uid, s->segment().size());
   registry_.ForgetUnmapped(s->segment().name());
   spdlog::get("engine")->info(
       "session {} ('{}', pid {}) closed ({}): {} buffers, {} exports, {} services reclaimed", id,
-      s->app_name, s->pid, CodeName(reason), s->buffers.size(), s->exports.size(),
-      s->services.size());
+      s->app_name, s->pid, CodeName(reason), buffers, exports, services);
   sessions_.Reap(id);
 }
 
@@ -171,8 +194,13 @@ Result<AllocInfo> Engine::Alloc(uint64_t session, uint64_t size) {
                                        std::to_string(options_.max_buffers_per_session) +
                                        ") buffers");
   }
-  MCDMA_ASSIGN_OR_RETURN(ShmSegment seg,
-                         ShmSegment::Create(ShmSegment::NewName('b'), size, s->uid));
+  MCDMA_RETURN_IF_ERROR(users_.ChargeBuffer(s->uid, RoundUpToPage(size)));
+  auto created = ShmSegment::Create(ShmSegment::NewName('b'), size, s->uid);
+  if (!created.ok()) {
+    users_.RefundBuffer(s->uid, RoundUpToPage(size));
+    return created.status();
+  }
+  ShmSegment seg = std::move(created).value();
   auto rec = std::make_shared<BufferRecord>();
   rec->id = next_id_++;
   rec->owner = session;
@@ -209,6 +237,7 @@ Status Engine::Free(uint64_t session, uint64_t buffer_id) {
   for (const auto& name : revoke) RemoveExport(name, Code::kRevoked);
   registry_.ForgetUnmapped(b->segment.name());
   b->segment.Unlink();
+  users_.RefundBuffer(s->uid, b->size());
   registry_.RemoveBuffer(buffer_id);
   s->buffers.erase(buffer_id);
   return Status::Ok();
@@ -218,6 +247,7 @@ Result<uint64_t> Engine::Export(uint64_t session, const ExportSpec& spec) {
   MCDMA_RETURN_IF_ERROR(ValidName(spec.name, "export"));
   Session* s = FindSession(session);
   if (s == nullptr) return Status(Code::kNotFound, "no session");
+  MCDMA_RETURN_IF_ERROR(CheckNameOwner(*s, spec.name, "export"));
   if (registry_.FindExport(spec.name))
     return Status(Code::kAlreadyExists, "export '" + spec.name + "' exists");
   std::shared_ptr<BufferRecord> b = registry_.OwnedBuffer(spec.buffer_id, session);
@@ -245,7 +275,7 @@ Result<uint64_t> Engine::Export(uint64_t session, const ExportSpec& spec) {
   e->allow_read = spec.allow_read;
   e->allow_write = spec.allow_write;
   e->allowed_peers = spec.allowed_peers;
-  if (spec.ttl_ms > 0) e->expires = Clock::now() + std::chrono::milliseconds(spec.ttl_ms);
+  if (spec.ttl_ms > 0) e->expires = ExpiryAfter(spec.ttl_ms);
   uint64_t id = e->id;
   registry_.AddExport(std::move(e));
   s->exports.insert(spec.name);
@@ -321,6 +351,7 @@ Result<uint64_t> Engine::Serve(uint64_t session, const std::string& service) {
   MCDMA_RETURN_IF_ERROR(ValidName(service, "service"));
   Session* s = FindSession(session);
   if (s == nullptr) return Status(Code::kNotFound, "no session");
+  MCDMA_RETURN_IF_ERROR(CheckNameOwner(*s, service, "service"));
   if (registry_.ServiceNameTaken(service)) {
     return Status(Code::kAlreadyExists, "service '" + service + "' is already served on this host");
   }

@@ -112,10 +112,11 @@ void Engine::Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::stri
   ev.tag = tag;
   ev.bytes = bytes;
   ev.detail = code == Code::kOk ? 0 : static_cast<uint64_t>(reason);
-  if (!s.Post(/*inbox=*/false, ev, payload, options_.max_backlog)) {
+  if (!s.Post(/*inbox=*/false, ev, payload, Backlog())) {
     Evict(s, Code::kNoMemory,
-          "the app does not consume its completions (backlog of " +
-              std::to_string(options_.max_backlog) + " reached)");
+          "the app does not consume its completions (" + std::to_string(s.backlog()) + " events, " +
+              std::to_string(s.backlog_bytes()) +
+              " bytes queued: limits.max_backlog or max_backlog_bytes reached)");
   }
 }
 
@@ -144,7 +145,7 @@ void Engine::RingFault(Session& s, const std::string& message) {
   ev.kind = static_cast<uint8_t>(shm::EventKind::kFault);
   ev.status = static_cast<uint16_t>(Code::kOutOfRange);
   ev.detail = s.sq_head();
-  (void)s.Post(/*inbox=*/false, ev, AsBytes(message), options_.max_backlog);
+  (void)s.Post(/*inbox=*/false, ev, AsBytes(message), Backlog());
   if (s.counters.ring_faults > options_.max_ring_faults) {
     Evict(s, Code::kInvalid,
           "more than " + std::to_string(options_.max_ring_faults) + " ring faults");

@@ -81,11 +81,44 @@ Status LoadPeers(const toml::node& node, std::vector<PeerConfig>& peers) {
   return Status::Ok();
 }
 
+// [[reserve]] tables: prefix, uid.
+Status LoadReservations(const toml::node& node, std::vector<NameReservation>& out) {
+  const toml::array* list = node.as_array();
+  if (list == nullptr) return Status(Code::kInvalid, "reserve: expected [[reserve]] tables");
+  for (size_t i = 0; i < list->size(); ++i) {
+    std::string where = "reserve[" + std::to_string(i) + "]";
+    const toml::table* t = (*list)[i].as_table();
+    if (t == nullptr) return Status(Code::kInvalid, where + ": expected a table");
+    NameReservation r;
+    bool have_uid = false;
+    for (const auto& [k, v] : *t) {
+      std::string key = where + "." + std::string(k.str());
+      if (k.str() == "prefix") {
+        MCDMA_RETURN_IF_ERROR(SetString(v, key, r.prefix));
+      } else if (k.str() == "uid") {
+        MCDMA_RETURN_IF_ERROR(SetInteger(v, key, r.uid));
+        have_uid = true;
+      } else {
+        return Status(Code::kInvalid, key + ": unknown configuration key");
+      }
+    }
+    if (r.prefix.empty() || !have_uid) {
+      return Status(Code::kInvalid, where + ": needs prefix and uid");
+    }
+    out.push_back(std::move(r));
+  }
+  return Status::Ok();
+}
+
 Status Walk(const toml::table& table, const std::string& prefix, Options& options) {
   for (const auto& [k, node] : table) {
     std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (key == "peer") {
       MCDMA_RETURN_IF_ERROR(LoadPeers(node, options.peers));
+      continue;
+    }
+    if (key == "reserve") {
+      MCDMA_RETURN_IF_ERROR(LoadReservations(node, options.reservations));
       continue;
     }
     if (const toml::table* sub = node.as_table()) {
@@ -131,6 +164,35 @@ Status ValidatePeering(Options& o) {
 
 }  // namespace
 
+std::optional<uint32_t> ReservedFor(const std::vector<NameReservation>& reservations,
+                                    const std::string& name) {
+  const NameReservation* best = nullptr;
+  for (const NameReservation& r : reservations) {
+    if (name.rfind(r.prefix, 0) == 0 && (best == nullptr || r.prefix.size() > best->prefix.size()))
+      best = &r;
+  }
+  if (best == nullptr) return std::nullopt;
+  return best->uid;
+}
+
+Result<NameReservation> ParseReservation(const std::string& text) {
+  auto eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    return Status(Code::kInvalid, "--reserve " + text + ": expected PREFIX=UID");
+  }
+  NameReservation r;
+  r.prefix = text.substr(0, eq);
+  try {
+    size_t used = 0;
+    unsigned long uid = std::stoul(text.substr(eq + 1), &used);
+    if (used != text.size() - eq - 1 || uid > UINT32_MAX) throw std::out_of_range("uid");
+    r.uid = static_cast<uint32_t>(uid);
+  } catch (const std::exception&) {
+    return Status(Code::kInvalid, "--reserve " + text + ": the uid must be a number");
+  }
+  return r;
+}
+
 Status LoadTomlFile(const std::string& path, Options& options) {
   toml::table table;
   try {
@@ -164,6 +226,17 @@ Status Validate(Options& o) {
   if (o.arena_bytes < uint64_t{64} * 1024 || o.arena_bytes > o.max_arena_bytes) {
     return Status(Code::kInvalid,
                   "mailbox.arena_bytes: must be in [64 KiB, mailbox.max_arena_bytes]");
+  }
+  for (size_t i = 0; i < o.reservations.size(); ++i) {
+    const std::string& prefix = o.reservations[i].prefix;
+    bool ok = !prefix.empty() && prefix.size() <= 128 &&
+              prefix.find_first_not_of(
+                  "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                  "0123456789._:/-") == std::string::npos;
+    if (!ok) {
+      return Status(Code::kInvalid, "reserve[" + std::to_string(i) + "].prefix '" + prefix +
+                                        "': 1..128 characters of [A-Za-z0-9._:/-]");
+    }
   }
   return ValidatePeering(o);
 }

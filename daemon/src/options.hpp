@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,15 @@ struct PeerConfig {
 };
 
 inline constexpr uint16_t kDefaultPeerPort = 7471;
+
+// Export and service names that start with `prefix` may be taken only by
+// sessions of `uid` ([[reserve]] in the TOML file, --reserve on the command
+// line). Unreserved names are first come, first served. The longest
+// matching prefix decides (docs/protocol.md, "Names").
+struct NameReservation {
+  std::string prefix;
+  uint32_t uid = 0;
+};
 
 struct Options {
   // Control socket; default: mcdma::DefaultSocketPath() ($MCDMA_SOCKET,
@@ -54,9 +64,29 @@ struct Options {
   uint64_t max_buffer_bytes = 16ull << 30;  // one buffer; 16 GiB
   uint32_t max_buffers_per_session = 1024;
   uint32_t max_sessions = 256;
-  uint32_t default_timeout_ms = 30000;         // for submissions with timeout 0
-  uint32_t max_ring_faults = 64;               // then the session is closed
-  uint32_t max_backlog = 8192;                 // undelivered events per session
+  uint32_t default_timeout_ms = 30000;  // for submissions with timeout 0
+  uint32_t max_ring_faults = 64;        // then the session is closed
+  uint32_t max_backlog = 8192;          // undelivered events per session
+  // Bytes of undelivered event payloads the daemon holds for one session
+  // (64 MiB), and for all sessions together (512 MiB). Beyond them an event
+  // for an app that does not read is refused: BUSY, reason BACKLOG_FULL.
+  uint64_t max_backlog_bytes = 64ull << 20;
+  uint64_t max_backlog_bytes_total = 512ull << 20;
+  // Budgets per user (the uid the kernel reports for the control-socket
+  // connection): sessions, live buffers, and bytes of shared memory
+  // (mailboxes and buffers). 0 for bytes: three quarters of the
+  // shared-memory filesystem's size at start-up. Beyond one: NO_MEMORY or
+  // BUSY with reason USER_QUOTA.
+  uint32_t per_user_sessions = 64;
+  uint32_t per_user_buffers = 16384;
+  uint64_t per_user_bytes = 0;
+  // Open files: the budget (0: RLIMIT_NOFILE, its soft limit raised to the
+  // hard one at start-up), and the connections the control socket and the
+  // peer port may hold (0: derived from the budget; see Budgets). Start-up
+  // fails if what is configured does not fit the budget.
+  uint64_t max_open_files = 0;
+  uint32_t max_connections = 0;
+  uint32_t max_connections_per_user = 0;
   uint64_t transfer_chunk_bytes = 1ull << 20;  // one posted transfer piece; 1 MiB
   uint32_t drain_timeout_ms = 5000;            // SIGTERM: wait this long for in-flight work
   uint32_t attach_timeout_ms = 10000;          // unlink segments not mapped by then
@@ -80,7 +110,16 @@ struct Options {
   uint32_t reconnect_max_ms = 5000;      // longest reconnect delay
   uint32_t link_recv_slots = 64;         // receive slots per link
   uint32_t link_slot_bytes = 256 << 10;  // bytes per receive slot (message fragment)
+  // Peer port: connections at once (0: derived from max_open_files), and
+  // from one address; how long each stage of an Authenticate exchange may
+  // take; unauthenticated Authenticate streams at once from one address.
+  uint32_t peer_max_connections = 0;
+  uint32_t peer_max_connections_per_address = 16;
+  uint32_t auth_timeout_ms = 5000;
+  uint32_t auth_per_address = 4;
   std::vector<PeerConfig> peers;
+  // Names reserved for one user's sessions.
+  std::vector<NameReservation> reservations;
 
   // ---- RDMA (the verbs transport) ----
   // Device to use ("rxe0", "mlx5_0"); empty: the first with an ACTIVE port.
@@ -102,6 +141,12 @@ Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& text,
 // Checks one peer entry (name is a valid host id, address parses, transport
 // known). `where` prefixes errors (e.g. "peer[2]").
 Status ValidatePeer(const PeerConfig& peer, const std::string& where);
+
+// The uid a name is reserved for (the longest matching prefix), if any.
+std::optional<uint32_t> ReservedFor(const std::vector<NameReservation>& reservations,
+                                    const std::string& name);
+// Parses --reserve's PREFIX=UID.
+Result<NameReservation> ParseReservation(const std::string& text);
 
 // Loads a TOML file over `options`: the keys of OptionTable() and [[peer]]
 // tables (documented in systemd/rpcd.toml.example). Unknown keys and values

@@ -23,6 +23,16 @@ namespace mcdma::daemon {
 
 using Clock = std::chrono::steady_clock;
 
+// When something with a TTL of `ttl_ms` from `now` expires. A TTL the clock
+// cannot reach (UINT64_MAX, meant as "never") is no expiry at all, rather
+// than an overflow into the past.
+inline std::optional<Clock::time_point> ExpiryAfter(uint64_t ttl_ms,
+                                                    Clock::time_point now = Clock::now()) {
+  auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
+  if (ttl_ms >= static_cast<uint64_t>(room.count())) return std::nullopt;
+  return now + std::chrono::milliseconds(ttl_ms);
+}
+
 // Views of the same bytes as text or as bytes (payloads, messages).
 inline std::span<const std::byte> AsBytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};

@@ -99,14 +99,18 @@ bool Session::TryPost(bool inbox, const shm::EventDesc& event, std::span<const s
 }
 
 bool Session::Post(bool inbox, const shm::EventDesc& event, std::span<const std::byte> payload,
-                   uint32_t max_backlog) {
+                   const BacklogLimit& limit) {
   auto& backlog = inbox ? inbox_backlog_ : cq_backlog_;
   if (backlog.empty() && TryPost(inbox, event, payload)) {
     RingApp();
     return true;
   }
-  if (backlog.size() >= max_backlog) return false;
+  if (backlog.size() >= limit.events) return false;
+  if (payload.size() > limit.total_room || backlog_bytes_ + payload.size() > limit.bytes) {
+    return false;
+  }
   backlog.push_back(QueuedEvent{event, std::vector<std::byte>(payload.begin(), payload.end())});
+  backlog_bytes_ += payload.size();
   return true;
 }
 
@@ -115,6 +119,7 @@ bool Session::FlushBacklog() {
   for (bool inbox : {false, true}) {
     auto& backlog = inbox ? inbox_backlog_ : cq_backlog_;
     while (!backlog.empty() && TryPost(inbox, backlog.front().event, backlog.front().payload)) {
+      backlog_bytes_ -= backlog.front().payload.size();
       backlog.pop_front();
       any = true;
     }

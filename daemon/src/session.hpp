@@ -38,6 +38,14 @@ struct QueuedEvent {
   std::vector<std::byte> payload;
 };
 
+// How much may wait in one session's backlog: events per ring, payload
+// bytes for the session, and what is left of the daemon-wide byte budget.
+struct BacklogLimit {
+  uint32_t events = 0;
+  uint64_t bytes = 0;
+  uint64_t total_room = 0;
+};
+
 class Session {
  public:
   // Creates and initializes the mailbox segment (chowned to uid).
@@ -60,14 +68,16 @@ class Session {
 
   // Posts an event to the completion ring (inbox=false) or the inbox, with
   // its payload copied into the daemon half of the arena. Queues it when
-  // there is no room; returns false if the backlog limit is reached (the
-  // event is then dropped and the caller must report the failure elsewhere).
+  // there is no room; returns false if a backlog limit would be passed
+  // (the event is then dropped and the caller must report the failure).
   bool Post(bool inbox, const shm::EventDesc& event, std::span<const std::byte> payload,
-            uint32_t max_backlog);
+            const BacklogLimit& limit);
   // Retries queued events; true if any went out.
   bool FlushBacklog();
   size_t backlog() const { return cq_backlog_.size() + inbox_backlog_.size(); }
   size_t completion_backlog() const { return cq_backlog_.size(); }
+  // Payload bytes held in the backlogs.
+  uint64_t backlog_bytes() const { return backlog_bytes_; }
   // Wakes the app if it sleeps.
   void RingApp();
 
@@ -121,6 +131,7 @@ class Session {
   ArenaAllocator daemon_arena_;
   std::deque<QueuedEvent> cq_backlog_;
   std::deque<QueuedEvent> inbox_backlog_;
+  uint64_t backlog_bytes_ = 0;
 };
 
 }  // namespace mcdma::daemon

@@ -118,7 +118,7 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
                                        "' with pieces not covering it");
   }
   if (rep.expires_in_ms() != 0) {
-    pe.expires = Clock::now() + std::chrono::milliseconds(rep.expires_in_ms());
+    pe.expires = ExpiryAfter(rep.expires_in_ms());  // a peer's value: saturates
   }
   {
     std::lock_guard lock(mu_);
