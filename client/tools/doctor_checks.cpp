@@ -151,6 +151,7 @@ std::vector<CheckResult> RunChecks(const DoctorInputs& in) {
   }
   out.push_back(CheckFabricKey(in));
   out.push_back(CheckDaemon(in));
+  out.push_back(CheckBudgets(in));
   for (auto& r : CheckPeers(in)) out.push_back(std::move(r));
   for (auto& r : CheckPathMtu(in)) out.push_back(std::move(r));
   out.push_back(CheckClock());

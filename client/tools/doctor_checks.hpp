@@ -5,10 +5,10 @@
 //
 // Every check yields one CheckResult (`peers` and `path_mtu` one per link)
 // in this order: config, rdma_device, port_active, gid, profile, memlock,
-// fabric_key, daemon, peers, path_mtu, clock. On macOS (host_os kMacOS) the
+// fabric_key, daemon, budgets, peers, path_mtu, clock. On macOS (host_os kMacOS) the
 // order is config, thunderbolt_rdma, cx5_kext, rdma_device, port_active,
 // gid, profile, thunderbolt_bridge, memlock (launchd's limit, not this
-// shell's), peer_address, fabric_key, daemon, peers, path_mtu, clock; the
+// shell's), peer_address, fabric_key, daemon, budgets, peers, path_mtu, clock; the
 // macOS-only checks are in doctor_darwin.hpp, and the device checks' fixes
 // name macOS commands there instead of sysfs, ip(8) or rdma(8).
 // A result says what was found (summary), why it matters (detail) and, for
@@ -120,6 +120,9 @@ CheckResult CheckProfile(const DoctorInputs& in);
 CheckResult CheckMemlock(const DoctorInputs& in);
 CheckResult CheckFabricKey(const DoctorInputs& in);
 CheckResult CheckDaemon(const DoctorInputs& in);
+// The daemon's limits against their use (doctor_budget_checks.cpp); skip
+// when the daemon did not answer.
+CheckResult CheckBudgets(const DoctorInputs& in);
 // One result per link (a single skip when there is none to judge).
 std::vector<CheckResult> CheckPeers(const DoctorInputs& in);
 std::vector<CheckResult> CheckPathMtu(const DoctorInputs& in);

@@ -179,5 +179,48 @@ TEST(DoctorChecks, DifferentMtusOnAVerbsLinkWarn) {
   EXPECT_EQ(CheckPathMtu(in)[0].verdict, Verdict::kOk);
 }
 
+TEST(DoctorBudgets, OkWhenNothingIsNearItsLimit) {
+  DoctorInputs in = HealthyHost();
+  v1::Budgets* b = in.daemon.reply.mutable_budgets();
+  b->set_max_open_files(1024);
+  b->set_open_files(40);
+  b->set_shm_capacity(uint64_t{8} << 30);
+  b->set_shm_free(uint64_t{7} << 30);
+  b->set_max_backlog_bytes_total(512 << 20);
+  CheckResult r = CheckBudgets(in);
+  EXPECT_EQ(r.verdict, Verdict::kOk) << r.detail;
+  EXPECT_TRUE(Has(r.summary, "open files 40/1024")) << r.summary;
+}
+
+TEST(DoctorBudgets, NamesTheLimitThatWasHitAndTheBusiestSource) {
+  DoctorInputs in = HealthyHost();
+  v1::Budgets* b = in.daemon.reply.mutable_budgets();
+  b->set_max_open_files(256);
+  b->set_open_files(252);
+  b->set_shm_capacity(64 << 20);
+  b->set_shm_free(1 << 20);
+  v1::ListenerInfo* control = b->add_listeners();
+  control->set_name("control");
+  control->set_max_per_source(16);
+  control->set_refused_per_source(30);
+  control->set_busiest_source("uid 1001");
+  control->set_busiest_source_open(16);
+  b->set_auth_timed_out(3);
+  CheckResult r = CheckBudgets(in);
+  EXPECT_EQ(r.verdict, Verdict::kFail) << "252 of 256 files and /dev/shm 1/64 free";
+  EXPECT_TRUE(Has(r.detail, "open files 252 of 256")) << r.detail;
+  EXPECT_TRUE(Has(r.detail, "SHM_FULL")) << r.detail;
+  EXPECT_TRUE(Has(r.detail, "limits.max_connections_per_user (16); busiest now: uid 1001"))
+      << r.detail;
+  EXPECT_TRUE(Has(r.detail, "3 ended by the stage deadline")) << r.detail;
+  EXPECT_FALSE(r.fix.empty());
+}
+
+TEST(DoctorBudgets, SkipsWhenTheDaemonDoesNotAnswer) {
+  DoctorInputs in = HealthyHost();
+  in.daemon.status = Status(Code::kUnavailable, "connection refused");
+  EXPECT_EQ(CheckBudgets(in).verdict, Verdict::kSkip);
+}
+
 }  // namespace
 }  // namespace mcdma::tools::doctor

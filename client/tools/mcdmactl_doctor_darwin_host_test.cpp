@@ -198,7 +198,7 @@ TEST(DoctorDarwinRun, AMacRunsTheMacChecksInOrder) {
   EXPECT_EQ(ids, (std::vector<std::string>{"config", "thunderbolt_rdma", "cx5_kext", "rdma_device",
                                            "port_active", "gid", "profile", "thunderbolt_bridge",
                                            "memlock", "peer_address", "fabric_key", "daemon",
-                                           "peers", "path_mtu", "clock"}));
+                                           "budgets", "peers", "path_mtu", "clock"}));
   for (const auto& r : results) {
     EXPECT_NE(r.verdict, Verdict::kFail) << r.id << ": " << r.summary << " / " << r.fix;
   }

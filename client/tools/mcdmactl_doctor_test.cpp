@@ -219,8 +219,8 @@ TEST(DoctorChecks, RunChecksKeepsTheOrderAndHealthIgnoresWarnAndSkip) {
   ids.reserve(results.size());
   for (const auto& r : results) ids.push_back(r.id);
   EXPECT_EQ(ids, (std::vector<std::string>{"config", "rdma_device", "port_active", "gid", "profile",
-                                           "memlock", "fabric_key", "daemon", "peers", "path_mtu",
-                                           "clock"}));
+                                           "memlock", "fabric_key", "daemon", "budgets", "peers",
+                                           "path_mtu", "clock"}));
   EXPECT_TRUE(Healthy(results));
   EXPECT_EQ(results.back().summary,
             "clock sync not needed: nothing compares timestamps across hosts");

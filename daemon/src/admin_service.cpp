@@ -2,6 +2,10 @@
 // (engine/snapshots.hpp) as admin.proto replies.
 #include "admin_service.hpp"
 
+#include "peer/peer_service.hpp"
+#include "platform/process.hpp"
+#include "platform/shm.hpp"
+
 namespace mcdma::daemon {
 namespace {
 constexpr const char* kOpNames[] = {"nop", "call", "reply", "notify", "read", "write", "release"};
@@ -9,6 +13,21 @@ static_assert(std::size(kOpNames) == kOpCount, "a name for every shm::Op");
 
 grpc::Status Stopping() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "UNAVAILABLE: the daemon is stopping");
+}
+
+void ToListenerInfo(const std::string& name, const Listener& l, v1::ListenerInfo* out) {
+  ListenerStats s = l.stats();
+  out->set_name(name);
+  out->set_open(s.open);
+  out->set_max_connections(l.limits().max_connections);
+  out->set_max_per_source(l.limits().max_per_source);
+  out->set_accepted(s.accepted);
+  out->set_refused_limit(s.refused_limit);
+  out->set_refused_per_source(s.refused_per_source);
+  out->set_shed_out_of_files(s.shed_out_of_files);
+  out->set_accept_errors(s.accept_errors);
+  out->set_busiest_source(s.busiest_source);
+  out->set_busiest_source_open(s.busiest_source_open);
 }
 }  // namespace
 
@@ -47,6 +66,36 @@ grpc::Status AdminService::Status(grpc::ServerContext*, const v1::StatusRequest*
     t->set_max_outstanding(caps.max_outstanding);
     t->set_max_transfer_bytes(caps.max_transfer_bytes);
     t->set_max_registration_bytes(caps.max_registration_bytes);
+  }
+  const Options& o = engine_.options();
+  v1::Budgets* b = out->mutable_budgets();
+  b->set_max_open_files(o.max_open_files);
+  b->set_open_files(platform::OpenFileCount());
+  if (control_listener_ != nullptr)
+    ToListenerInfo("control", *control_listener_, b->add_listeners());
+  if (peer_listener_ != nullptr) ToListenerInfo("peer", *peer_listener_, b->add_listeners());
+  b->set_backlog_bytes(s.backlog_bytes);
+  b->set_max_backlog_bytes(o.max_backlog_bytes);
+  b->set_max_backlog_bytes_total(o.max_backlog_bytes_total);
+  b->set_max_backlog(o.max_backlog);
+  b->set_max_sessions(o.max_sessions);
+  b->set_per_user_sessions(o.per_user_sessions);
+  b->set_per_user_buffers(o.per_user_buffers);
+  b->set_per_user_bytes(o.per_user_bytes);
+  for (const auto& [uid, u] : s.users) {
+    auto* row = b->add_users();
+    row->set_uid(uid);
+    row->set_sessions(u.sessions);
+    row->set_buffers(u.buffers);
+    row->set_bytes(u.bytes);
+  }
+  b->set_shm_capacity(platform::SharedMemoryCapacity());
+  b->set_shm_free(platform::SharedMemoryFree());
+  if (peer_service_ != nullptr) {
+    AuthFigures a = peer_service_->auth_figures();
+    b->set_auth_in_progress(a.in_progress);
+    b->set_auth_refused(a.refused);
+    b->set_auth_timed_out(a.timed_out);
   }
   return grpc::Status::OK;
 }

@@ -3,17 +3,26 @@
 #pragma once
 
 #include "engine.hpp"
+#include "listener.hpp"
 #include "mcdma/v1/admin.grpc.pb.h"
 
 namespace mcdma::daemon {
 
 class LinkManager;
+class PeerServiceImpl;
 
 class AdminService final : public v1::Admin::Service {
  public:
   // `links`: null when peering is off.
   explicit AdminService(Engine& engine, LinkManager* links = nullptr)
       : engine_(engine), links_(links) {}
+  // The listeners whose figures Status reports (either may be null).
+  void SetListeners(const Listener* control, const Listener* peer) {
+    control_listener_ = control;
+    peer_listener_ = peer;
+  }
+  // The peer service, for its authentication figures (null: peering off).
+  void SetPeerService(const PeerServiceImpl* peer) { peer_service_ = peer; }
   // admin_service.cpp: the engine's snapshots, converted.
   grpc::Status Status(grpc::ServerContext*, const v1::StatusRequest*,
                       v1::StatusReply* out) override;
@@ -35,6 +44,9 @@ class AdminService final : public v1::Admin::Service {
  private:
   Engine& engine_;
   LinkManager* links_;
+  const Listener* control_listener_ = nullptr;
+  const Listener* peer_listener_ = nullptr;
+  const PeerServiceImpl* peer_service_ = nullptr;
 };
 
 }  // namespace mcdma::daemon

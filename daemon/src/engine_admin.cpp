@@ -28,6 +28,8 @@ StatusSnapshot Engine::StatusNow() const {
   out.transports.push_back(device(Transport::kLoop)->caps());
   if (const driver::Device* link_device = device(Transport::kTcp))
     out.transports.push_back(link_device->caps());
+  for (const auto& [id, s] : sessions_) out.backlog_bytes += s->backlog_bytes();
+  out.users.assign(users_.users().begin(), users_.users().end());
   return out;
 }
 

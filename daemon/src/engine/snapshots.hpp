@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "driver/transport.hpp"
+#include "engine/users.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
 
 namespace mcdma::daemon {
@@ -42,6 +43,10 @@ struct StatusSnapshot {
   uint64_t ring_faults = 0;
   uint64_t sessions_reaped = 0;
   std::vector<driver::Caps> transports;  // the loop device's, then the link device's
+  // Budgets the engine keeps (the listeners' and open files are added by
+  // the Admin service).
+  uint64_t backlog_bytes = 0;
+  std::vector<std::pair<uint32_t, UserUsage>> users;
 };
 
 struct SessionSnapshot {
