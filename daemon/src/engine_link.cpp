@@ -100,6 +100,14 @@ EngineLink* Engine::FindLink(uint64_t id) { return links_.Find(id); }
 
 EngineLink* Engine::LinkTo(const std::string& peer) { return links_.To(peer); }
 
+std::string LinkFailureText(Code code, const std::string& detail) {
+  std::string what = detail.empty() ? std::string("transport error") : detail;
+  // The link's operations end LINK_DOWN and say so once: a LINK_DOWN from
+  // the transport needs no second prefix, another code is named in words.
+  if (code == Code::kLinkDown) return what;
+  return "the transport failed with " + std::string(CodeName(code)) + ": " + what;
+}
+
 void Engine::FailLink(EngineLink& l, Code code, const std::string& why) {
   if (l.failed) return;
   l.failed = true;
@@ -110,7 +118,7 @@ void Engine::FailLink(EngineLink& l, Code code, const std::string& why) {
 void Engine::DropLink(uint64_t link_id, Code code, const std::string& why) {
   std::unique_ptr<EngineLink> l = links_.Remove(link_id);
   if (!l) return;
-  spdlog::get("engine")->warn("link {} to '{}' ({}, generation {}) down: {}: {}", link_id,
+  spdlog::get("engine")->warn("link {} to '{}' ({}, generation {}) down ({}): {}", link_id,
                               l->spec.peer, OriginName(l->spec.origin), l->spec.generation,
                               CodeName(code), why);
   // Its queue pair is gone: no late access can come from it.
@@ -234,9 +242,7 @@ bool Engine::ProgressLinks() {
       } else if (wc.code != Code::kOk) {
         // Whatever the transport saw, the link is unusable: its operations
         // end LINK_DOWN, with what happened in the message.
-        FailLink(l, Code::kLinkDown,
-                 std::string(CodeName(wc.code)) + ": " +
-                     (wc.detail.empty() ? std::string("transport error") : wc.detail));
+        FailLink(l, Code::kLinkDown, LinkFailureText(wc.code, wc.detail));
       } else if (wc.op == driver::WorkOp::kSend) {
         l.free_send.push_back(static_cast<uint32_t>(wc.wr_id & kSlotMask));
       } else {

@@ -140,4 +140,9 @@ struct EngineLink {
   }
 };
 
+// What a link's failure says, from the transport's completion code and
+// detail: the code is named only when it is not LINK_DOWN itself (the
+// operations end LINK_DOWN, and a message must not repeat it).
+std::string LinkFailureText(Code code, const std::string& detail);
+
 }  // namespace mcdma::daemon

@@ -193,3 +193,18 @@ TEST(Reassembler, BrokenOrderAndOversizeAreProtocolErrors) {
 
 }  // namespace
 }  // namespace mcdma::daemon
+
+namespace mcdma::daemon {
+namespace {
+
+TEST(LinkFailureText, NamesTheCodeOnceAtMost) {
+  EXPECT_EQ(LinkFailureText(Code::kLinkDown, "connection reset"), "connection reset");
+  EXPECT_EQ(LinkFailureText(Code::kInternal, "bad frame"),
+            "the transport failed with INTERNAL: bad frame");
+  EXPECT_EQ(LinkFailureText(Code::kLinkDown, ""), "transport error");
+  Status as_app_sees_it(Code::kLinkDown, LinkFailureText(Code::kLinkDown, "connection reset"));
+  EXPECT_EQ(as_app_sees_it.ToString().find("LINK_DOWN: LINK_DOWN"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mcdma::daemon
