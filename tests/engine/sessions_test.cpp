@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <vector>
+
 namespace mcdma::daemon {
 namespace {
 
@@ -48,6 +50,38 @@ TEST(SessionTable, ReapedSessionsGoButTheirCountsStay) {
   EXPECT_EQ(t.reaped(), 1U);
   t.Find(5)->counters.ring_faults = 4;
   EXPECT_EQ(t.ring_faults(), 6U);
+}
+
+}  // namespace
+}  // namespace mcdma::daemon
+
+namespace mcdma::daemon {
+namespace {
+
+TEST(SessionBacklog, IsBoundedInEventsBytesAndTheDaemonWideRoom) {
+  std::unique_ptr<Session> s = MakeSession(1);
+  ASSERT_NE(s, nullptr);
+  shm::EventDesc ev{};
+  ev.kind = static_cast<uint8_t>(shm::EventKind::kIncomingNotify);
+  std::vector<std::byte> payload(16 * 1024, std::byte{1});
+  BacklogLimit limit{100, 40 * 1024, 1 << 20};
+  // The daemon half (32 KiB) takes two; the inbox nobody reads keeps them.
+  ASSERT_TRUE(s->Post(true, ev, payload, limit));
+  ASSERT_TRUE(s->Post(true, ev, payload, limit));
+  EXPECT_EQ(s->backlog(), 0u);
+  // Then the backlog: two more fit its 40 KiB, the third would pass it.
+  ASSERT_TRUE(s->Post(true, ev, payload, limit));
+  ASSERT_TRUE(s->Post(true, ev, payload, limit));
+  EXPECT_EQ(s->backlog_bytes(), 32u * 1024);
+  EXPECT_FALSE(s->Post(true, ev, payload, limit))
+      << "16 MiB notifications grew the daemon unbounded";
+  EXPECT_EQ(s->backlog(), 2u);
+  // The daemon-wide room binds too, whatever the session's own budget.
+  BacklogLimit no_room{100, 1 << 20, 8 * 1024};
+  EXPECT_FALSE(s->Post(true, ev, payload, no_room));
+  // Events without payload count against the event limit only.
+  BacklogLimit two_events{2, 1 << 20, 1 << 20};
+  EXPECT_FALSE(s->Post(true, ev, {}, two_events));
 }
 
 }  // namespace

@@ -182,4 +182,15 @@ Result<RawSession::Buffer> RawSession::Alloc(uint64_t size) {
   return b;
 }
 
+Status RawSession::Export(uint64_t buffer_id, const std::string& name) {
+  v1::ExportRequest req;
+  *req.mutable_session() = Ref();
+  req.set_name(name);
+  req.set_buffer_id(buffer_id);
+  req.set_allow_read(true);
+  v1::ExportReply rep;
+  grpc::ClientContext ctx;
+  return internal::FromGrpc(stub_->Export(Deadline(ctx), req, &rep));
+}
+
 }  // namespace mcdma::itest

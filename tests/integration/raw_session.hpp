@@ -68,6 +68,8 @@ class RawSession {
     ShmSegment segment;
   };
   Result<Buffer> Alloc(uint64_t size);
+  // Exports the whole buffer, readable, under `name`.
+  Status Export(uint64_t buffer_id, const std::string& name);
 
  private:
   RawSession() = default;
