@@ -61,6 +61,10 @@ CheckResult CheckBudgets(const DoctorInputs& in) {
   if (!d.status.ok()) {
     return CheckResult{"budgets", Verdict::kSkip, "the daemon did not answer", "", ""};
   }
+  if (!d.reply.has_budgets()) {
+    return CheckResult{"budgets", Verdict::kSkip,
+                       "the daemon reports no budgets (it is older than this mcdmactl)", "", ""};
+  }
   const v1::Budgets& b = d.reply.budgets();
   std::vector<Finding> found;
   if (b.max_open_files() > 0 && b.open_files() >= 0) {

@@ -207,7 +207,7 @@ TEST(DoctorDarwinRun, AMacRunsTheMacChecksInOrder) {
   // The same inputs on Linux: no macOS check, the shell's RLIMIT_MEMLOCK.
   in.host_os = platform::Os::kLinux;
   results = RunChecks(in);
-  ASSERT_EQ(results.size(), 11u);
+  ASSERT_EQ(results.size(), 12u);
   EXPECT_EQ(results[1].id, "rdma_device");
   EXPECT_EQ(results[5].id, "memlock");
   EXPECT_TRUE(Has(results[5].summary, "RLIMIT_MEMLOCK")) << results[5].summary;
