@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "mcdma_internal/sys.hpp"
 
@@ -80,54 +81,78 @@ Result<std::unique_ptr<Listener>> Listener::ListenUnix(std::string name, const s
   return l;
 }
 
+namespace {
+
+// One listening TCP socket on `a`, or why not.
+Result<platform::Fd> BindTcp(const addrinfo& a, const std::string& where) {
+  MCDMA_ASSIGN_OR_RETURN(platform::Fd fd, platform::OpenSocket(a.ai_family, SOCK_STREAM, 0,
+                                                               platform::Blocking::kNonBlocking));
+  MCDMA_RETURN_IF_ERROR(
+      platform::SetSocketInt(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR"));
+  if (a.ai_family == AF_INET6) {
+    // Dual stack: a wildcard listener takes IPv4 peers too, as gRPC's did.
+    (void)platform::SetSocketInt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY");
+  }
+  if (bind(fd.get(), a.ai_addr, a.ai_addrlen) != 0) {
+    int err = errno;
+    if (err == EADDRINUSE) {
+      return Status(Code::kAlreadyExists, where + ": the address is in use (another daemon?)");
+    }
+    return SysError("bind", err, where);
+  }
+  if (listen(fd.get(), kBacklog) != 0) return SysError("listen", errno, where);
+  return fd;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Listener>> Listener::ListenTcp(std::string name, const std::string& host,
                                                       uint16_t port, ListenerLimits limits) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
   std::string service = std::to_string(port);
-  const char* node = host.empty() || host == "*" ? nullptr : host.c_str();
-  if (int rc = getaddrinfo(node, service.c_str(), &hints, &found); rc != 0) {
+  const std::string where = host + ":" + service;
+  // 0.0.0.0 and :: mean any address of either family, as they did to gRPC.
+  const bool wildcard = host.empty() || host == "*" || host == "0.0.0.0" || host == "::";
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(wildcard ? nullptr : host.c_str(), service.c_str(), &hints, &found);
+      rc != 0) {
     return Status(Code::kInvalid, "listen " + host + ": " + gai_strerror(rc));
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, freeaddrinfo);
-  // A wildcard prefers the dual-stack IPv6 socket, as gRPC's listener did.
-  const addrinfo* pick = found;
-  if (node == nullptr) {
-    for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-      if (a->ai_family == AF_INET6) pick = a;
+  // IPv6 first for a wildcard (dual stack), then the rest in order.
+  std::vector<const addrinfo*> order;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (wildcard && a->ai_family == AF_INET6)
+      order.insert(order.begin(), a);
+    else
+      order.push_back(a);
+  }
+  Status last(Code::kInvalid, "listen " + host + ": no address");
+  for (const addrinfo* a : order) {
+    auto fd = BindTcp(*a, where);
+    if (!fd.ok()) {
+      last = fd.status();
+      if (last.code() == Code::kAlreadyExists) return last;
+      continue;
     }
-  }
-  MCDMA_ASSIGN_OR_RETURN(platform::Fd fd, platform::OpenSocket(pick->ai_family, SOCK_STREAM, 0,
-                                                               platform::Blocking::kNonBlocking));
-  MCDMA_RETURN_IF_ERROR(
-      platform::SetSocketInt(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR"));
-  if (pick->ai_family == AF_INET6) {
-    (void)platform::SetSocketInt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY");
-  }
-  if (bind(fd.get(), pick->ai_addr, pick->ai_addrlen) != 0) {
-    int err = errno;
-    if (err == EADDRINUSE) {
-      return Status(Code::kAlreadyExists,
-                    "listen " + host + ":" + service + ": the address is in use (another daemon?)");
+    sockaddr_storage bound{};
+    socklen_t len = sizeof(bound);
+    if (getsockname(fd->get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+      return SysError("getsockname", errno);
     }
-    return SysError("bind", err, host + ":" + service);
+    std::unique_ptr<Listener> l(
+        new Listener(std::move(name), std::move(fd).value(), false, limits));
+    l->port_ =
+        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
+                                          : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+    MCDMA_ASSIGN_OR_RETURN(auto wake, platform::Wakeup::Create());
+    l->wake_.emplace(std::move(wake));
+    return l;
   }
-  if (listen(fd.get(), kBacklog) != 0) return SysError("listen", errno, host + ":" + service);
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
-    return SysError("getsockname", errno);
-  }
-  std::unique_ptr<Listener> l(new Listener(std::move(name), std::move(fd), false, limits));
-  l->port_ =
-      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
-                                        : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
-  MCDMA_ASSIGN_OR_RETURN(auto wake, platform::Wakeup::Create());
-  l->wake_.emplace(std::move(wake));
-  return l;
+  return last;
 }
 
 Listener::~Listener() { Stop(); }
