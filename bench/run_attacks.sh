@@ -1,0 +1,35 @@
+#!/bin/bash
+# Runs mcdma_bench_attacks (bench/attacks.cpp) under the conditions the
+# limits are judged at: every process (the benchmark, the mcdma-rpcd it
+# starts, the attackers) under `ulimit -n 256`, and a private 64 MiB tmpfs
+# on /dev/shm (unshare -m, so the host's /dev/shm is untouched).
+#
+#   sudo bench/run_attacks.sh [BUILD_DIR] [mcdma_bench_attacks options]
+#   e.g. sudo bench/run_attacks.sh build --calls 2000 --attacks fds,shm
+#
+# Needs root (the mount namespace and the tmpfs); exits 77 (skipped)
+# otherwise. Exit code: the benchmark's (1: the good app failed a call).
+set -euo pipefail
+
+if [[ "${1:-}" != "--inside" ]]; then
+  build=build
+  if [[ $# -gt 0 && "$1" != -* ]]; then build=$1; shift; fi
+  bin="$build/bench/mcdma_bench_attacks"
+  daemon="$build/daemon/mcdma-rpcd"
+  for f in "$bin" "$daemon"; do
+    [[ -x "$f" ]] || { echo "run_attacks.sh: $f is missing (ninja -C $build bench/mcdma_bench_attacks daemon/mcdma-rpcd)" >&2; exit 2; }
+  done
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "run_attacks.sh: skipped: needs root to mount a private 64 MiB tmpfs on /dev/shm (unshare -m)" >&2
+    exit 77
+  fi
+  exec unshare -m "$0" --inside "$(realpath "$bin")" "$(realpath "$daemon")" "$@"
+fi
+
+shift
+bin=$1 daemon=$2
+shift 2
+mount --make-rprivate /
+mount -t tmpfs -o size=64m,mode=1777 tmpfs /dev/shm
+ulimit -n 256
+exec "$bin" --daemon "$daemon" "$@"
