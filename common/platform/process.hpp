@@ -24,4 +24,11 @@ Result<uint64_t> RaiseOpenFileLimit();
 // Linux, /dev/fd on macOS); -1 when it cannot be read.
 int64_t OpenFileCount();
 
+namespace internal {
+// open_files.cpp: RLIMIT_NOFILE's soft limit raised to min(hard, most);
+// the entries of a descriptor directory less its own.
+Result<uint64_t> RaiseOpenFileLimitTo(uint64_t most);
+int64_t CountOpenFilesIn(const char* dir);
+}  // namespace internal
+
 }  // namespace mcdma::platform

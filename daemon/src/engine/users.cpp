@@ -16,61 +16,44 @@ Status BytesRefused(uint32_t uid, const UserUsage& u, uint64_t bytes, uint64_t b
 
 }  // namespace
 
-Status UserTable::ChargeSession(uint32_t uid, uint64_t bytes) {
+Status UserTable::Charge(uint32_t uid, bool session, uint64_t bytes) {
   UserUsage& u = users_[uid];
-  if (u.sessions >= budget_.sessions) {
-    Status refused(Code::kBusy, Reason::kUserQuota,
-                   Uid(uid) + " holds " + std::to_string(u.sessions) +
-                       " sessions (limits.per_user_sessions = " + std::to_string(budget_.sessions) +
-                       ")");
-    DropIfEmpty(users_.find(uid));
-    return refused;
+  uint32_t& count = session ? u.sessions : u.buffers;
+  const uint32_t most = session ? budget_.sessions : budget_.buffers;
+  Status refused;
+  if (count >= most) {
+    refused = Status(session ? Code::kBusy : Code::kNoMemory, Reason::kUserQuota,
+                     Uid(uid) + " holds " + std::to_string(count) +
+                         (session ? " sessions (limits.per_user_sessions = "
+                                  : " buffers (limits.per_user_buffers = ") +
+                         std::to_string(most) + ")");
+  } else if (bytes > budget_.bytes || u.bytes > budget_.bytes - bytes) {
+    refused = BytesRefused(uid, u, bytes, budget_.bytes);
+  } else {
+    ++count;
+    u.bytes += bytes;
+    return Status::Ok();
   }
-  if (bytes > budget_.bytes || u.bytes > budget_.bytes - bytes) {
-    Status refused = BytesRefused(uid, u, bytes, budget_.bytes);
-    DropIfEmpty(users_.find(uid));
-    return refused;
-  }
-  ++u.sessions;
-  u.bytes += bytes;
-  return Status::Ok();
+  DropIfEmpty(users_.find(uid));
+  return refused;
 }
 
-Status UserTable::ChargeBuffer(uint32_t uid, uint64_t bytes) {
-  UserUsage& u = users_[uid];
-  if (u.buffers >= budget_.buffers) {
-    Status refused(Code::kNoMemory, Reason::kUserQuota,
-                   Uid(uid) + " holds " + std::to_string(u.buffers) +
-                       " buffers (limits.per_user_buffers = " + std::to_string(budget_.buffers) +
-                       ")");
-    DropIfEmpty(users_.find(uid));
-    return refused;
-  }
-  if (bytes > budget_.bytes || u.bytes > budget_.bytes - bytes) {
-    Status refused = BytesRefused(uid, u, bytes, budget_.bytes);
-    DropIfEmpty(users_.find(uid));
-    return refused;
-  }
-  ++u.buffers;
-  u.bytes += bytes;
-  return Status::Ok();
-}
+Status UserTable::ChargeSession(uint32_t uid, uint64_t bytes) { return Charge(uid, true, bytes); }
 
-void UserTable::RefundSession(uint32_t uid, uint64_t bytes) {
+Status UserTable::ChargeBuffer(uint32_t uid, uint64_t bytes) { return Charge(uid, false, bytes); }
+
+void UserTable::Refund(uint32_t uid, bool session, uint64_t bytes) {
   auto it = users_.find(uid);
   if (it == users_.end()) return;
-  if (it->second.sessions > 0) --it->second.sessions;
+  uint32_t& count = session ? it->second.sessions : it->second.buffers;
+  if (count > 0) --count;
   it->second.bytes -= std::min(it->second.bytes, bytes);
   DropIfEmpty(it);
 }
 
-void UserTable::RefundBuffer(uint32_t uid, uint64_t bytes) {
-  auto it = users_.find(uid);
-  if (it == users_.end()) return;
-  if (it->second.buffers > 0) --it->second.buffers;
-  it->second.bytes -= std::min(it->second.bytes, bytes);
-  DropIfEmpty(it);
-}
+void UserTable::RefundSession(uint32_t uid, uint64_t bytes) { Refund(uid, true, bytes); }
+
+void UserTable::RefundBuffer(uint32_t uid, uint64_t bytes) { Refund(uid, false, bytes); }
 
 void UserTable::DropIfEmpty(std::map<uint32_t, UserUsage>::iterator it) {
   if (it == users_.end()) return;

@@ -44,6 +44,8 @@ class UserTable {
   const UserBudget& budget() const { return budget_; }
 
  private:
+  Status Charge(uint32_t uid, bool session, uint64_t bytes);
+  void Refund(uint32_t uid, bool session, uint64_t bytes);
   void DropIfEmpty(std::map<uint32_t, UserUsage>::iterator it);
 
   UserBudget budget_;
