@@ -43,6 +43,7 @@
 #include "harness.hpp"
 #include "mcdma/client.hpp"
 #include "mcdma/v1/admin.grpc.pb.h"
+#include "platform/socket.hpp"
 #include "process.hpp"
 #include "report.hpp"
 
@@ -174,7 +175,10 @@ mcdma::Status WriteFabricKey(const std::string& path) {
 }
 
 int FreePort() {  // the kernel's choice, released for the daemon to take
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  auto opened =
+      mcdma::platform::OpenSocket(AF_INET, SOCK_STREAM, 0, mcdma::platform::Blocking::kBlocking);
+  if (!opened.ok()) return 0;
+  Fd fd(opened->Release());
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

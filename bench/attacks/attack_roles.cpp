@@ -21,6 +21,7 @@
 
 #include "mcdma/client.hpp"
 #include "mcdma/v1/peer.grpc.pb.h"
+#include "platform/socket.hpp"
 
 namespace bench::attacks {
 namespace {
@@ -70,6 +71,7 @@ mcdma::Result<std::unique_ptr<mcdma::Client>> Open(const std::string& socket, co
 // waiting to be read (a gRPC server's HTTP/2 settings) is not a close.
 int CountClosed(const std::vector<int>& fds) {
   std::vector<pollfd> p;
+  p.reserve(fds.size());
   for (int fd : fds) p.push_back(pollfd{fd, POLLIN | POLLRDHUP, 0});
   if (p.empty() || poll(p.data(), p.size(), 0) < 0) return 0;
   int closed = 0;
@@ -78,8 +80,10 @@ int CountClosed(const std::vector<int>& fds) {
 }
 
 int RawUnixConnect(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
+  auto opened =
+      mcdma::platform::OpenSocket(AF_UNIX, SOCK_STREAM, 0, mcdma::platform::Blocking::kBlocking);
+  if (!opened.ok()) return -1;
+  int fd = opened->Release();
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
@@ -93,8 +97,10 @@ int RawUnixConnect(const std::string& path) {
 }
 
 int RawTcpConnect(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
+  auto opened =
+      mcdma::platform::OpenSocket(AF_INET, SOCK_STREAM, 0, mcdma::platform::Blocking::kBlocking);
+  if (!opened.ok()) return -1;
+  int fd = opened->Release();
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
