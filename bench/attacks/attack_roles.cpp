@@ -79,39 +79,34 @@ int CountClosed(const std::vector<int>& fds) {
   return closed;
 }
 
-int RawUnixConnect(const std::string& path) {
+// A blocking socket of `family` connected to `addr`; -1 (errno kept) when
+// the socket or the connection fails.
+int RawConnect(int family, const sockaddr* addr, socklen_t len) {
   auto opened =
-      mcdma::platform::OpenSocket(AF_UNIX, SOCK_STREAM, 0, mcdma::platform::Blocking::kBlocking);
+      mcdma::platform::OpenSocket(family, SOCK_STREAM, 0, mcdma::platform::Blocking::kBlocking);
   if (!opened.ok()) return -1;
-  int fd = opened->Release();
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+  if (connect(opened->get(), addr, len) != 0) {
     int err = errno;
-    close(fd);
+    opened->Reset();
     errno = err;
     return -1;
   }
-  return fd;
+  return opened->Release();
+}
+
+int RawUnixConnect(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  return RawConnect(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
 }
 
 int RawTcpConnect(int port) {
-  auto opened =
-      mcdma::platform::OpenSocket(AF_INET, SOCK_STREAM, 0, mcdma::platform::Blocking::kBlocking);
-  if (!opened.ok()) return -1;
-  int fd = opened->Release();
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    int err = errno;
-    close(fd);
-    errno = err;
-    return -1;
-  }
-  return fd;
+  return RawConnect(AF_INET, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
 }
 
 int Fds(const std::string& socket, int ready_fd) {
