@@ -64,6 +64,9 @@ struct Server {
     service = std::make_unique<daemon::PeerServiceImpl>(engine, *links, Key(), kHostId);
     grpc::ServerBuilder builder;
     builder.RegisterService(service.get());
+    // The sync server's pollers wake every CQ_TIMEOUT_MSEC (10 ms by
+    // default), which would set the pace of a streaming call here.
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC, 1);
     server = builder.BuildAndStart();
     if (!server) std::abort();
     stub = v1::Peer::NewStub(server->InProcessChannel(grpc::ChannelArguments()));
@@ -157,6 +160,13 @@ std::span<const uint8_t> Prefixed(Input& in) { return in.Take(in.U16()); }
 
 using namespace mcdma;
 using namespace mcdma::fuzz;
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // Malformed strings in the inputs make protobuf log each one.
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char*, int, const std::string&) {});
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static daemon::Engine& engine = []() -> daemon::Engine& {
