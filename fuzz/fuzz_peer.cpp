@@ -20,6 +20,7 @@
 // An input starts without a ticket.
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -61,7 +62,9 @@ struct Server {
     options = engine.options();
     links = std::make_unique<daemon::LinkManager>(options, engine, Key(),
                                                   grpc::InsecureChannelCredentials(), 7471);
-    service = std::make_unique<daemon::PeerServiceImpl>(engine, *links, Key(), kHostId);
+    service = std::make_unique<daemon::PeerServiceImpl>(engine, *links, Key(), kHostId,
+                                                        /*auth_per_address=*/32,
+                                                        std::chrono::milliseconds(5000));
     grpc::ServerBuilder builder;
     builder.RegisterService(service.get());
     // The sync server's pollers wake every CQ_TIMEOUT_MSEC (10 ms by
