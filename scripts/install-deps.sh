@@ -6,13 +6,14 @@
 #   scripts/install-deps.sh --dry-run       # only list what is missing
 #
 # Idempotent: when every package is already installed (and the dev venv
-# below has zig) it exits at once, without touching the network (no apt-get
-# update). Otherwise it runs apt-get update once and installs only the
-# missing packages, then creates what is missing of the dev venv.
+# below has zig and atheris) it exits at once, without touching the network
+# (no apt-get update). Otherwise it runs apt-get update once and installs
+# only the missing packages, then creates what is missing of the dev venv.
 #
 # Dev venv: /opt/mcdma-dev/venv, made from Debian's /usr/bin/python3 with
 # --system-site-packages, holding PyPI's `ziglang` (zig's clang, the
-# cross-compiler of the macOS portability test, tests/portability/). Run zig
+# cross-compiler of the macOS portability test, tests/portability/) and
+# `atheris` (the KV manifest's fuzzer, fuzz/fuzz_kv_manifest.py). Run zig
 # as: /opt/mcdma-dev/venv/bin/python -m ziglang c++ ...
 # Exit codes: 0 done (or nothing to do), 1 failure, 2 usage.
 set -euo pipefail
@@ -38,6 +39,8 @@ PACKAGES=(
   qemu-system-x86 debootstrap cpio busybox-static zstd kmod
   # format and lint (.clang-format, .clang-tidy)
   clang-format clang-tidy
+  # the fuzzers (fuzz/, scripts/fuzz.sh): clang 14 and its libFuzzer runtime
+  clang libclang-rt-14-dev
   # Python bindings and tests (bindings/python, tests/python); xxHash for
   # the KV hand-off's layer checksums
   python3-dev python3-pybind11 libxxhash-dev python3-numpy python3-pytest python3-torch
@@ -45,18 +48,25 @@ PACKAGES=(
   python3-venv
 )
 
-# The dev venv with zig (see the top of this file). Never the system Python:
-# pip installs only into this venv. ziglang is pinned: a new zig brings a new
-# clang and libc++, which may reject code the old one took; bump it on purpose
-# (and rerun ctest -L portability).
+# The dev venv with zig and atheris (see the top of this file). Never the
+# system Python: pip installs only into this venv. ziglang is pinned: a new
+# zig brings a new clang and libc++, which may reject code the old one took;
+# bump it on purpose (and rerun ctest -L portability). atheris is pinned too:
+# its bundled libFuzzer decides what a run finds (bump it on purpose, and
+# rerun ctest -L fuzz).
 DEV_VENV=/opt/mcdma-dev/venv
 DEV_PYTHON=$DEV_VENV/bin/python
 ZIGLANG_VERSION=0.17.1
+ATHERIS_VERSION=3.0.0
+
+venv_has() {
+  [[ "$("$DEV_PYTHON" -c "import importlib.metadata as m; print(m.version('$1'))" \
+        2>/dev/null)" == "$2" ]]
+}
 
 venv_ready() {
-  [[ -x "$DEV_PYTHON" ]] &&
-    [[ "$("$DEV_PYTHON" -c 'import importlib.metadata as m; print(m.version("ziglang"))' \
-          2>/dev/null)" == "$ZIGLANG_VERSION" ]]
+  [[ -x "$DEV_PYTHON" ]] && venv_has ziglang "$ZIGLANG_VERSION" &&
+    venv_has atheris "$ATHERIS_VERSION"
 }
 
 usage() {
@@ -103,7 +113,7 @@ venv_ready || venv_missing=1
 
 if (( ${#missing[@]} == 0 && ! venv_missing )); then
   echo "install-deps.sh: all ${#PACKAGES[@]} packages already installed and" \
-       "$DEV_VENV has ziglang $ZIGLANG_VERSION; nothing to do"
+       "$DEV_VENV has ziglang $ZIGLANG_VERSION and atheris $ATHERIS_VERSION; nothing to do"
   exit 0
 fi
 
@@ -111,7 +121,8 @@ if (( ${#missing[@]} > 0 )); then
   echo "install-deps.sh: ${#missing[@]} of ${#PACKAGES[@]} packages missing: ${missing[*]}"
 fi
 if (( venv_missing )); then
-  echo "install-deps.sh: $DEV_VENV is missing or lacks ziglang $ZIGLANG_VERSION"
+  echo "install-deps.sh: $DEV_VENV is missing or lacks ziglang $ZIGLANG_VERSION" \
+       "or atheris $ATHERIS_VERSION"
 fi
 if (( dry_run )); then
   exit 0
@@ -132,6 +143,7 @@ if (( venv_missing )); then
     run mkdir -p "$(dirname "$DEV_VENV")"
     run /usr/bin/python3 -m venv --system-site-packages "$DEV_VENV"
   fi
-  run "$DEV_PYTHON" -m pip install --disable-pip-version-check "ziglang==$ZIGLANG_VERSION"
+  run "$DEV_PYTHON" -m pip install --disable-pip-version-check "ziglang==$ZIGLANG_VERSION" \
+    "atheris==$ATHERIS_VERSION"
 fi
 echo "install-deps.sh: done"

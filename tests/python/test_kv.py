@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import mcdma
+from mcdma import _kv_wire as kv_wire
 from mcdma import kv
 from conftest import uniq
 
@@ -249,3 +250,15 @@ def test_bad_arguments_are_refused(client):
             exp.publish_layer(2)
         with pytest.raises(mcdma.AlreadyExists):
             kv.KVExport(client, hid, kv.allocate_layers(client, 4096, 1), {})
+
+
+@pytest.mark.parametrize("reply", [{}, {"published": 5}, {"published": [7]},
+                                   {"published": [{"layer": 2}]}])
+def test_open_reply_without_valid_layer_events_is_invalid(reply):
+    # A producer's open reply lacking its list of layer events, or holding
+    # something else in it, is refused as Invalid (KVImport took it apart
+    # unchecked; found by fuzz/fuzz_kv_manifest.py).
+    with pytest.raises(mcdma.Invalid, match="hand-off"):
+        kv_wire.check_published(reply, 2)
+    assert kv_wire.check_published({"published": [{"layer": 1, "checksum": None}]}, 2) == [
+        {"layer": 1, "checksum": None}]

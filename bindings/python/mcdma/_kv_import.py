@@ -113,9 +113,9 @@ class KVImport:
             sizes = self._manifest["layer_nbytes"]
             self._remotes = self._resolve_all(len(sizes))
             self._buffers = self._prepare(buffers, sizes)
-            self._pending = [wire.check_layer_event(ev, len(sizes)) for ev in reply["published"]]
-            self._checksums = {wire.check_layer_event(ev, len(sizes)): ev.get("checksum")
-                               for ev in reply["published"]}
+            published = wire.check_published(reply, len(sizes))
+            self._pending = [ev["layer"] for ev in published]
+            self._checksums = {ev["layer"]: ev.get("checksum") for ev in published}
         except BaseException:
             self._sub.close()
             raise

@@ -147,6 +147,8 @@ def mismatches(manifest: Dict[str, Any], expect: Dict[str, Any]) -> List[str]:
 
 def check_layer_event(event: Dict[str, Any], n_layers: int) -> int:
     """The layer index of a ``layer`` event, or Invalid."""
+    if not isinstance(event, dict):
+        raise Invalid("malformed hand-off event: not a JSON object")
     layer = event.get("layer")
     if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < n_layers:
         raise Invalid(f"hand-off event names layer {layer!r} of {n_layers}")
@@ -154,3 +156,13 @@ def check_layer_event(event: Dict[str, Any], n_layers: int) -> int:
     if cs is not None and (not isinstance(cs, str) or not re.match(r"^[0-9a-f]{16}$", cs)):
         raise Invalid(f"hand-off event: malformed checksum {cs!r}")
     return layer
+
+
+def check_published(reply: Dict[str, Any], n_layers: int) -> List[Dict[str, Any]]:
+    """The layer events of an ``open`` reply, each checked, or Invalid."""
+    published = reply.get("published")
+    if not isinstance(published, list):
+        raise Invalid("malformed hand-off reply: published must be a list of layer events")
+    for event in published:
+        check_layer_event(event, n_layers)
+    return published

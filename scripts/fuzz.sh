@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Builds and runs the fuzzers (fuzz/, docs/fuzzing.md).
+#
+#   scripts/fuzz.sh list               the targets, one a line
+#   scripts/fuzz.sh build              configure and build build-fuzz/ only
+#   scripts/fuzz.sh TARGET SECONDS     fuzz TARGET for SECONDS
+#   scripts/fuzz.sh all SECONDS        fuzz every target for SECONDS each
+#
+# build-fuzz/ is a configure of the whole project with clang, MCDMA_FUZZ=ON
+# (coverage and ASan+UBSan on every target), of which only the fuzzers and
+# what they link are built (target fuzz_all); -j from MCDMA_BUILD_JOBS
+# (default 2). A run starts from a scratch copy of fuzz/corpus/TARGET
+# (build-fuzz/runs/TARGET/corpus, kept for a look afterwards), prints the
+# executions and coverage at the end, and exits 1 on a crash, leak or
+# timeout, leaving the input under build-fuzz/crashes/TARGET/.
+# kv_manifest is Python (atheris, in the dev venv of scripts/install-deps.sh).
+# Exit codes: 0 no finding, 1 a finding or a failure, 2 usage.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=$root/build-fuzz
+venv_python=/opt/mcdma-dev/venv/bin/python
+targets=(submit tcp_frames link_wire verbs_wire peer options fabric_key kv_manifest)
+
+usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+}
+
+die() {
+  echo "fuzz.sh: $*" >&2
+  exit 1
+}
+
+# clang and libFuzzer are dependencies (install-deps.sh installs them): a
+# missing one is a failure, never a skip.
+check_toolchain() {
+  command -v clang >/dev/null && command -v clang++ >/dev/null ||
+    die "clang/clang++ not found (Debian: apt-get install clang; or run scripts/install-deps.sh)"
+  local lib
+  lib="$(clang++ -print-resource-dir)/lib/linux/libclang_rt.fuzzer-$(uname -m).a"
+  [[ -f "$lib" ]] ||
+    die "libFuzzer not found at $lib (Debian: apt-get install libclang-rt-14-dev; or run scripts/install-deps.sh)"
+}
+
+build_fuzzers() {
+  check_toolchain
+  if [[ ! -f "$build/build.ninja" ]]; then
+    nice -n 10 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DMCDMA_FUZZ=ON \
+      -DMCDMA_BUILD_TESTS=OFF -DMCDMA_BUILD_BENCH=OFF -DMCDMA_BUILD_PYTHON=OFF >/dev/null
+  fi
+  nice -n 10 cmake --build "$build" --target fuzz_all -j "${MCDMA_BUILD_JOBS:-2}"
+}
+
+# The last status line and the final stats of a libFuzzer log.
+summarize() {
+  local target=$1 log=$2 corpus=$3
+  local done_line execs rate
+  done_line=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  echo "fuzz.sh: $target: executions ${execs:-?}, exec/s ${rate:-?}," \
+       "$(grep -oE 'cov: [0-9]+ ft: [0-9]+' <<<"$done_line" | tail -1 || echo 'cov: ?')," \
+       "corpus $(find "$corpus" -type f | wc -l) files"
+}
+
+run_target() {
+  local target=$1 seconds=$2
+  [[ " ${targets[*]} " == *" $target "* ]] || { echo "fuzz.sh: unknown target: $target" >&2; exit 2; }
+  [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a number" >&2; exit 2; }
+  local work=$build/runs/$target crashes=$build/crashes/$target
+  rm -rf "$work"
+  mkdir -p "$work/corpus" "$crashes"
+  if [[ -d "$root/fuzz/corpus/$target" ]]; then
+    cp "$root/fuzz/corpus/$target/"* "$work/corpus/" 2>/dev/null || true
+  fi
+  local args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=20 -rss_limit_mb=4096
+              -max_len=8192 -artifact_prefix="$crashes/")
+  [[ -f "$root/fuzz/dict/$target.dict" ]] && args+=(-dict="$root/fuzz/dict/$target.dict")
+  local cmd
+  if [[ $target == kv_manifest ]]; then
+    [[ -x "$venv_python" ]] && "$venv_python" -c 'import atheris' 2>/dev/null ||
+      die "atheris not found in $venv_python's venv (run scripts/install-deps.sh)"
+    cmd=("$venv_python" "$root/fuzz/fuzz_kv_manifest.py")
+  else
+    build_fuzzers
+    cmd=("$build/fuzz/fuzz_$target")
+  fi
+  local log=$work/log rc=0
+  echo "fuzz.sh: $target for ${seconds}s (log: $log)"
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    nice -n 10 "${cmd[@]}" "${args[@]}" "$work/corpus" >"$log" 2>&1 || rc=$?
+  summarize "$target" "$log" "$work/corpus"
+  if (( rc != 0 )); then
+    grep -E 'ERROR: |SUMMARY: |Uncaught Python exception|Test unit written' "$log" | head -20 >&2 || true
+    echo "fuzz.sh: $target: FAILED (exit $rc); inputs in $crashes/, log $log" >&2
+    return 1
+  fi
+}
+
+case "${1:-}" in
+  list) printf '%s\n' "${targets[@]}" ;;
+  build) build_fuzzers ;;
+  all)
+    (( $# == 2 )) || { usage >&2; exit 2; }
+    failed=()
+    for t in "${targets[@]}"; do run_target "$t" "$2" || failed+=("$t"); done
+    if (( ${#failed[@]} > 0 )); then
+      echo "fuzz.sh: findings in: ${failed[*]}" >&2
+      exit 1
+    fi
+    ;;
+  -h|--help) usage ;;
+  '') usage >&2; exit 2 ;;
+  *)
+    (( $# == 2 )) || { usage >&2; exit 2; }
+    run_target "$1" "$2"
+    ;;
+esac
