@@ -32,12 +32,15 @@ Engine::Engine(Options options, Devices devices, LocalVerbsInfo verbs_info)
 
 Engine::~Engine() { Stop(); }
 
-BacklogLimit Engine::Backlog() const {
-  uint64_t held = 0;
-  for (const auto& [id, s] : sessions_) held += s->backlog_bytes();
+bool Engine::PostTo(Session& s, bool inbox, const shm::EventDesc& ev,
+                    std::span<const std::byte> payload) {
   uint64_t total = options_.max_backlog_bytes_total;
-  return BacklogLimit{options_.max_backlog, options_.max_backlog_bytes,
-                      total > held ? total - held : 0};
+  BacklogLimit limit{options_.max_backlog, options_.max_backlog_bytes,
+                     total > backlog_held_ ? total - backlog_held_ : 0};
+  uint64_t before = s.backlog_bytes();
+  bool ok = s.Post(inbox, ev, payload, limit);
+  backlog_held_ += s.backlog_bytes() - before;  // Post only adds
+  return ok;
 }
 
 Status Engine::Start() {
@@ -112,7 +115,11 @@ void Engine::Loop() {
     rounds_.fetch_add(1, std::memory_order_relaxed);
     bool did = RunCommands();
     for (auto& [id, s] : sessions_) {
-      if (s->backlog() > 0) did |= s->FlushBacklog();
+      if (s->backlog() > 0) {
+        uint64_t before = s->backlog_bytes();
+        did |= s->FlushBacklog();
+        backlog_held_ -= before - s->backlog_bytes();  // flushing only removes
+      }
       did |= ProcessSubmissions(*s);
     }
     did |= ProgressLinks();

@@ -301,9 +301,10 @@ class Engine {
   // Sends the kRevokeAcks whose transfers have drained.
   bool SendRevokeAcks();
   Session* FindSession(uint64_t id);
-  // What a session's backlog may hold now (limits.max_backlog*, less what
-  // every session's backlog holds already).
-  BacklogLimit Backlog() const;
+  // Session::Post within limits.max_backlog* (the daemon-wide byte room is
+  // what backlog_held_ leaves), keeping backlog_held_ current: O(1), it
+  // runs for every completion.
+  bool PostTo(Session& s, bool inbox, const shm::EventDesc& ev, std::span<const std::byte> payload);
   Status CheckNameOwner(const Session& s, const std::string& name, const char* what) const;
 
   Options options_;
@@ -339,6 +340,7 @@ class Engine {
   CallTable calls_;
   TransferTable transfers_;
   UserTable users_;
+  uint64_t backlog_held_ = 0;  // payload bytes in every session's backlog
   void UnlinkSegment(const std::string& name);
   Clock::time_point last_sweep_;
 

@@ -28,7 +28,7 @@ StatusSnapshot Engine::StatusNow() const {
   out.transports.push_back(device(Transport::kLoop)->caps());
   if (const driver::Device* link_device = device(Transport::kTcp))
     out.transports.push_back(link_device->caps());
-  for (const auto& [id, s] : sessions_) out.backlog_bytes += s->backlog_bytes();
+  out.backlog_bytes = backlog_held_;
   out.users.assign(users_.users().begin(), users_.users().end());
   return out;
 }

@@ -52,7 +52,7 @@ Result<uint64_t> Engine::OfferToService(const CallCaller& caller, uint64_t servi
     call_id = next_id_++;
     ev.call_id = call_id;
   }
-  if (!server->Post(/*inbox=*/true, ev, payload, Backlog())) {
+  if (!PostTo(*server, /*inbox=*/true, ev, payload)) {
     return Status(Code::kBusy, Reason::kBacklogFull,
                   "the inbox of '" + svc->name + "' is full: its app has " +
                       std::to_string(server->backlog()) + " events (" +

@@ -170,6 +170,7 @@ void Engine::CloseSession(uint64_t id, Code reason) {
   spdlog::get("engine")->info(
       "session {} ('{}', pid {}) closed ({}): {} buffers, {} exports, {} services reclaimed", id,
       s->app_name, s->pid, CodeName(reason), buffers, exports, services);
+  backlog_held_ -= s->backlog_bytes();  // its backlog goes with it
   sessions_.Reap(id);
 }
 

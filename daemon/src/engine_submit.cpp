@@ -112,7 +112,7 @@ void Engine::Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::stri
   ev.tag = tag;
   ev.bytes = bytes;
   ev.detail = code == Code::kOk ? 0 : static_cast<uint64_t>(reason);
-  if (!s.Post(/*inbox=*/false, ev, payload, Backlog())) {
+  if (!PostTo(s, /*inbox=*/false, ev, payload)) {
     Evict(s, Code::kNoMemory,
           "the app does not consume its completions (" + std::to_string(s.backlog()) + " events, " +
               std::to_string(s.backlog_bytes()) +
@@ -145,7 +145,7 @@ void Engine::RingFault(Session& s, const std::string& message) {
   ev.kind = static_cast<uint8_t>(shm::EventKind::kFault);
   ev.status = static_cast<uint16_t>(Code::kOutOfRange);
   ev.detail = s.sq_head();
-  (void)s.Post(/*inbox=*/false, ev, AsBytes(message), Backlog());
+  (void)PostTo(s, /*inbox=*/false, ev, AsBytes(message));
   if (s.counters.ring_faults > options_.max_ring_faults) {
     Evict(s, Code::kInvalid,
           "more than " + std::to_string(options_.max_ring_faults) + " ring faults");
