@@ -5,7 +5,7 @@
 // key file written as `mcdmactl fabric-key new` writes one.
 //
 // Run from the repository root after `scripts/fuzz.sh build`:
-//   build-fuzz/fuzz/fuzz_make_corpus fuzz
+//   build-asan/fuzz/fuzz_make_corpus fuzz
 // (fuzz/make_kv_corpus.py writes the KV manifest's corpus.)
 #include <array>
 #include <cstdio>

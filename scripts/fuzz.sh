@@ -2,23 +2,26 @@
 # Builds and runs the fuzzers (fuzz/, docs/fuzzing.md).
 #
 #   scripts/fuzz.sh list               the targets, one a line
-#   scripts/fuzz.sh build              configure and build build-fuzz/ only
+#   scripts/fuzz.sh build              configure build-asan/, build the fuzzers only
 #   scripts/fuzz.sh TARGET SECONDS     fuzz TARGET for SECONDS
 #   scripts/fuzz.sh all SECONDS        fuzz every target for SECONDS each
 #
-# build-fuzz/ is a configure of the whole project with clang, MCDMA_FUZZ=ON
-# (coverage and ASan+UBSan on every target), of which only the fuzzers and
-# what they link are built (target fuzz_all); -j from MCDMA_BUILD_JOBS
-# (default 2). A run starts from a scratch copy of fuzz/corpus/TARGET
-# (build-fuzz/runs/TARGET/corpus, kept for a look afterwards), prints the
-# executions and coverage at the end, and exits 1 on a crash, leak or
-# timeout, leaving the input under build-fuzz/crashes/TARGET/.
+# build-asan/ is the ASan+UBSan tree of scripts/sanitize.sh (clang,
+# MCDMA_FUZZ=ON: coverage counters and sanitizers on every target), of which
+# this builds only the fuzzers and what they link (target fuzz_all); -j from
+# MCDMA_BUILD_JOBS (default 2). A run starts from a scratch copy of
+# fuzz/corpus/TARGET (build-asan/runs/TARGET/corpus, kept for a look
+# afterwards), or, with MCDMA_FUZZ_CORPUS=DIR, from DIR/TARGET (seeded from
+# fuzz/corpus/TARGET when new) which keeps what each run finds, for long
+# campaigns of many runs. It prints the executions and coverage at the end,
+# and exits 1 on a crash, leak or timeout, leaving the input under
+# build-asan/crashes/TARGET/.
 # kv_manifest is Python (atheris, in the dev venv of scripts/install-deps.sh).
 # Exit codes: 0 no finding, 1 a finding or a failure, 2 usage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-build=$root/build-fuzz
+build=$root/build-asan
 venv_python=/opt/mcdma-dev/venv/bin/python
 targets=(submit tcp_frames link_wire verbs_wire peer options fabric_key kv_manifest)
 
@@ -44,12 +47,7 @@ check_toolchain() {
 
 build_fuzzers() {
   check_toolchain
-  if [[ ! -f "$build/build.ninja" ]]; then
-    nice -n 10 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DMCDMA_FUZZ=ON \
-      -DMCDMA_BUILD_TESTS=OFF -DMCDMA_BUILD_BENCH=OFF -DMCDMA_BUILD_PYTHON=OFF >/dev/null
-  fi
-  nice -n 10 cmake --build "$build" --target fuzz_all -j "${MCDMA_BUILD_JOBS:-2}"
+  "$root/scripts/sanitize.sh" build address fuzz_all
 }
 
 # The last status line and the final stats of a libFuzzer log.
@@ -68,11 +66,19 @@ run_target() {
   local target=$1 seconds=$2
   [[ " ${targets[*]} " == *" $target "* ]] || { echo "fuzz.sh: unknown target: $target" >&2; exit 2; }
   [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a number" >&2; exit 2; }
-  local work=$build/runs/$target crashes=$build/crashes/$target
+  local work=$build/runs/$target crashes=$build/crashes/$target corpus
   rm -rf "$work"
-  mkdir -p "$work/corpus" "$crashes"
-  if [[ -d "$root/fuzz/corpus/$target" ]]; then
-    cp "$root/fuzz/corpus/$target/"* "$work/corpus/" 2>/dev/null || true
+  mkdir -p "$work" "$crashes"
+  if [[ -n "${MCDMA_FUZZ_CORPUS:-}" ]]; then
+    corpus=$MCDMA_FUZZ_CORPUS/$target
+  else
+    corpus=$work/corpus
+  fi
+  if [[ ! -d "$corpus" ]]; then
+    mkdir -p "$corpus"
+    if [[ -d "$root/fuzz/corpus/$target" ]]; then
+      cp "$root/fuzz/corpus/$target/"* "$corpus/" 2>/dev/null || true
+    fi
   fi
   local args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=20 -rss_limit_mb=4096
               -max_len=8192 -artifact_prefix="$crashes/")
@@ -90,8 +96,8 @@ run_target() {
   echo "fuzz.sh: $target for ${seconds}s (log: $log)"
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-    nice -n 10 "${cmd[@]}" "${args[@]}" "$work/corpus" >"$log" 2>&1 || rc=$?
-  summarize "$target" "$log" "$work/corpus"
+    nice -n 10 "${cmd[@]}" "${args[@]}" "$corpus" >"$log" 2>&1 || rc=$?
+  summarize "$target" "$log" "$corpus"
   if (( rc != 0 )); then
     grep -E 'ERROR: |SUMMARY: |Uncaught Python exception|Test unit written' "$log" | head -20 >&2 || true
     echo "fuzz.sh: $target: FAILED (exit $rc); inputs in $crashes/, log $log" >&2

@@ -108,7 +108,8 @@ inline void MakeCallPayload(std::vector<std::byte>& out, uint64_t size, uint64_t
   std::memcpy(header, &thread, 4);
   std::memcpy(header + 4, &pid, 4);
   std::memcpy(header + 8, &seq, 8);
-  std::memcpy(out.data(), header, std::min<uint64_t>(size, 16));
+  // An empty payload has no data() to copy to (memcpy's pointers must not be null).
+  if (size > 0) std::memcpy(out.data(), header, std::min<uint64_t>(size, 16));
   if (size > 16) FillPattern(out.data() + 16, size - 16, CallSeed(seed, pid, thread, seq), 16);
 }
 

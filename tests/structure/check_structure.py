@@ -96,7 +96,7 @@ def tracked_files(root):
         return [Path(p) for p in out.splitlines() if (root / p).is_file()]
     except (OSError, subprocess.CalledProcessError):
         return [p.relative_to(root) for p in root.rglob("*")
-                if p.is_file() and ".git" not in p.parts and "build" not in p.parts[:1]]
+                if p.is_file() and ".git" not in p.parts and not p.parts[len(root.parts)].startswith("build")]
 
 
 def check(root):
