@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mcdma/status.hpp"
 
@@ -29,5 +30,10 @@ Status ReserveSharedMemory(int fd, uint64_t bytes, const std::string& name);
 uint64_t SharedMemoryCapacity();
 // How much of it is free now (macOS: the capacity). 0 when unknown.
 uint64_t SharedMemoryFree();
+
+// The names ("/NAME") of the shm objects that exist now whose names start
+// with "/" + `prefix`: the entries of /dev/shm on Linux. macOS offers no
+// way to list shm objects: there the list is always empty.
+std::vector<std::string> ListSharedMemory(const std::string& prefix);
 
 }  // namespace mcdma::platform

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 
@@ -27,6 +28,12 @@ uint64_t PageSize() {
 
 std::string ShmSegment::NewName(char kind) {
   return std::string("/mcdma-") + kind + "-" + RandomHex(11);
+}
+
+std::string ShmSegment::NewName(char kind, const std::string& tag) {
+  std::string hex = RandomHex(11);
+  hex.replace(0, std::min<size_t>(tag.size(), 8), tag, 0, 8);
+  return std::string("/mcdma-") + kind + "-" + hex;
 }
 
 ShmSegment::ShmSegment(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {

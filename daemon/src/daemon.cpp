@@ -86,6 +86,12 @@ Status Daemon::StartAll() {
   MCDMA_ASSIGN_OR_RETURN(engine_, MakeEngine(options_, key != nullptr));
   MCDMA_ASSIGN_OR_RETURN(auto socket, SocketPath::Prepare(options_.socket, options_.socket_group));
   socket_.emplace(std::move(socket));
+  for (const std::string& name : socket_->removed_segments()) {
+    log_->info("removed segment {}, left by an earlier instance on this socket", name);
+  }
+  for (const std::string& why : socket_->unremovable_segments()) {
+    log_->warn("cannot remove a segment an earlier instance on this socket left: {}", why);
+  }
   MCDMA_ASSIGN_OR_RETURN(
       control_listener_,
       Listener::ListenUnix("control", options_.socket,

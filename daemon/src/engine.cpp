@@ -4,6 +4,7 @@
 
 #include "budgets.hpp"
 #include "mcdma_internal/wait.hpp"
+#include "socket_path.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -14,6 +15,7 @@ constexpr auto kBacklogPoll = std::chrono::milliseconds(1);
 
 Engine::Engine(Options options, Devices devices, LocalVerbsInfo verbs_info)
     : options_(std::move(options)),
+      segment_tag_(SegmentTag(options_.socket)),
       devices_(std::move(devices)),
       verbs_info_(std::move(verbs_info)),
       users_(UserBudget{

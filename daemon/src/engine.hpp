@@ -308,6 +308,9 @@ class Engine {
   Status CheckNameOwner(const Session& s, const std::string& name, const char* what) const;
 
   Options options_;
+  // The first characters of every segment name (SegmentTag of the socket),
+  // so that the next daemon on this socket can remove what this one leaves.
+  std::string segment_tag_;
   Devices devices_;
   driver::Device* device(Transport t) const { return devices_[static_cast<size_t>(t)].get(); }
   // The loop channel: local one-sided transfers are posted on `local_` and

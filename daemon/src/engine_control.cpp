@@ -79,7 +79,7 @@ Result<OpenedInfo> Engine::OpenSession(const HelloInfo& hello) {
   uint64_t mailbox_bytes = RoundUpToPage(geo.total_bytes());
   MCDMA_RETURN_IF_ERROR(users_.ChargeSession(hello.uid, mailbox_bytes));
   uint64_t id = next_id_++;
-  auto created = Session::Create(id, geo, hello.uid);
+  auto created = Session::Create(id, geo, hello.uid, segment_tag_);
   if (!created.ok()) {
     users_.RefundSession(hello.uid, mailbox_bytes);
     return created.status();
@@ -196,7 +196,7 @@ Result<AllocInfo> Engine::Alloc(uint64_t session, uint64_t size) {
                                        ") buffers");
   }
   MCDMA_RETURN_IF_ERROR(users_.ChargeBuffer(s->uid, RoundUpToPage(size)));
-  auto created = ShmSegment::Create(ShmSegment::NewName('b'), size, s->uid);
+  auto created = ShmSegment::Create(ShmSegment::NewName('b', segment_tag_), size, s->uid);
   if (!created.ok()) {
     users_.RefundBuffer(s->uid, RoundUpToPage(size));
     return created.status();

@@ -7,10 +7,10 @@
 namespace mcdma::daemon {
 
 Result<std::unique_ptr<Session>> Session::Create(uint64_t id, const shm::MailboxGeometry& geo,
-                                                 uint32_t uid) {
+                                                 uint32_t uid, const std::string& segment_tag) {
   if (!geo.Valid()) return Status(Code::kInvalid, "mailbox geometry out of range");
-  MCDMA_ASSIGN_OR_RETURN(ShmSegment seg,
-                         ShmSegment::Create(ShmSegment::NewName('m'), geo.total_bytes(), uid));
+  MCDMA_ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(ShmSegment::NewName('m', segment_tag),
+                                                            geo.total_bytes(), uid));
   auto* h = new (seg.data()) shm::MailboxHeader{};
   h->magic = shm::kMailboxMagic;
   h->version = shm::kMailboxVersion;

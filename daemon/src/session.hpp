@@ -48,9 +48,10 @@ struct BacklogLimit {
 
 class Session {
  public:
-  // Creates and initializes the mailbox segment (chowned to uid).
+  // Creates and initializes the mailbox segment (chowned to uid), its name
+  // starting with `segment_tag` (ShmSegment::NewName).
   static Result<std::unique_ptr<Session>> Create(uint64_t id, const shm::MailboxGeometry& geometry,
-                                                 uint32_t uid);
+                                                 uint32_t uid, const std::string& segment_tag = "");
 
   uint64_t id() const { return id_; }
   const shm::MailboxGeometry& geometry() const { return geo_; }

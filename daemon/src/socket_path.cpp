@@ -1,6 +1,7 @@
 #include "socket_path.hpp"
 
 #include <grp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,6 +12,7 @@
 
 #include "mcdma_internal/sys.hpp"
 #include "platform/names.hpp"
+#include "platform/shm.hpp"
 #include "platform/socket.hpp"
 
 namespace mcdma::daemon {
@@ -65,14 +67,21 @@ Result<SocketPath> SocketPath::Prepare(const std::string& path, const std::strin
     }
     if (unlink(path.c_str()) != 0) return SysError("unlink", errno, "stale socket " + path);
   }
-  return SocketPath(path);
+  // Whether or not the socket file survived (a tmpfiles clean-up may have
+  // removed it), nobody serves on this path now.
+  SocketPath prepared(path);
+  RemoveStaleSegments(SegmentTag(path), &prepared.removed_, &prepared.unremovable_);
+  return prepared;
 }
 
 SocketPath::~SocketPath() {
   if (!path_.empty()) unlink(path_.c_str());
 }
 
-SocketPath::SocketPath(SocketPath&& other) noexcept : path_(std::move(other.path_)) {
+SocketPath::SocketPath(SocketPath&& other) noexcept
+    : path_(std::move(other.path_)),
+      removed_(std::move(other.removed_)),
+      unremovable_(std::move(other.unremovable_)) {
   other.path_.clear();
 }
 
@@ -80,6 +89,8 @@ SocketPath& SocketPath::operator=(SocketPath&& other) noexcept {
   if (this != &other) {
     if (!path_.empty()) unlink(path_.c_str());
     path_ = std::move(other.path_);
+    removed_ = std::move(other.removed_);
+    unremovable_ = std::move(other.unremovable_);
     other.path_.clear();
   }
   return *this;
@@ -89,6 +100,34 @@ void SocketPath::SetModeFromDirectory() const {
   struct stat dir_st {};
   bool group = stat(DirectoryOf(path_).c_str(), &dir_st) == 0 && (dir_st.st_mode & 0070) != 0;
   chmod(path_.c_str(), group ? 0660 : 0600);
+}
+
+std::string SegmentTag(const std::string& socket_path) {
+  std::error_code ec;
+  std::string absolute = std::filesystem::absolute(socket_path, ec).lexically_normal().string();
+  if (ec) absolute = socket_path;
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, 64 bits
+  for (unsigned char c : absolute) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string tag(8, '0');
+  for (int i = 0; i < 8; ++i) tag[i] = kHex[(h >> (60 - 4 * i)) & 0xf];
+  return tag;
+}
+
+void RemoveStaleSegments(const std::string& tag, std::vector<std::string>* removed,
+                         std::vector<std::string>* failed) {
+  for (const char* kind : {"mcdma-m-", "mcdma-b-"}) {
+    for (const std::string& name : platform::ListSharedMemory(kind + tag)) {
+      if (shm_unlink(name.c_str()) == 0) {
+        removed->push_back(name);
+      } else if (errno != ENOENT) {
+        failed->push_back(SysError("shm_unlink", errno, name).message());
+      }
+    }
+  }
 }
 
 }  // namespace mcdma::daemon

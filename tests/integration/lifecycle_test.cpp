@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "raw_session.hpp"
 #include "sustain_world.hpp"
 
 namespace mcdma::itest {
@@ -62,6 +63,62 @@ TEST_F(DaemonLifecycle, SigtermUnderLoadDrainsExitsZeroAndFailsClientsWithUnavai
   ExpectNoNewShmEntries();
   ASSERT_TRUE(RestartDaemon());
   ExpectNewClientsWork();
+}
+
+bool InShm(const std::string& segment) { return ListShm().count(segment.substr(1)) != 0; }
+
+// A daemon killed before its apps mapped their segments leaves those names
+// in /dev/shm. The next daemon on the same socket (as systemd restarts it)
+// removes them, and none of another daemon's.
+TEST_F(DaemonLifecycle, RestartedDaemonRemovesTheSegmentsItsKilledInstanceLeft) {
+  TempDir other_dir;
+  const std::string other_socket = other_dir.path() + "/other.sock";
+  SpawnOptions o;
+  o.stderr_path = other_dir.path() + "/daemon.log";
+  o.pipe_stdout = false;
+  o.pipe_stdin = false;
+  std::string error;
+  auto other =
+      Child::Spawn({kDaemonPath, "--socket", other_socket, "--log-level", "info"}, o, &error);
+  ASSERT_TRUE(other) << error;
+  ASSERT_TRUE(PollUntil([&] { return SocketAccepts(other_socket); }, Millis(20000)));
+  auto other_session = RawSession::Open(other_socket, &error);
+  ASSERT_TRUE(other_session) << error;
+  auto other_segment = other_session->AllocUnmapped(1 << 16);
+  ASSERT_TRUE(other_segment.ok()) << other_segment.status().ToString();
+
+  auto session = RawSession::Open(socket(), &error);
+  ASSERT_TRUE(session) << error;
+  std::vector<std::string> left;
+  for (int i = 0; i < 3; ++i) {
+    auto seg = session->AllocUnmapped(1 << 16);
+    ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+    ASSERT_TRUE(InShm(*seg)) << *seg;
+    left.push_back(*seg);
+  }
+  // One daemon's names share its tag; another socket's daemon has another.
+  const std::string tag = left[0].substr(9, 8);
+  for (const auto& seg : left) EXPECT_EQ(seg.substr(9, 8), tag) << seg;
+  EXPECT_NE(other_segment->substr(9, 8), tag) << *other_segment;
+
+  daemon()->Signal(SIGKILL);
+  ASSERT_TRUE(daemon()->WaitExit(Millis(5000)));
+  session.reset();
+  for (const auto& seg : left) ASSERT_TRUE(InShm(seg)) << seg << " vanished with the daemon";
+
+  ASSERT_TRUE(RestartDaemon());
+  for (const auto& seg : left) {
+    EXPECT_FALSE(InShm(seg)) << "the restarted daemon left its killed instance's " << seg;
+  }
+  EXPECT_TRUE(InShm(*other_segment))
+      << "the daemon on another socket lost its unmapped segment " << *other_segment;
+  EXPECT_NE(ReadFile(dir() + "/daemon.log").find("left by an earlier instance"), std::string::npos);
+  ExpectNewClientsWork();
+
+  other_session.reset();
+  other->Signal(SIGTERM);
+  EXPECT_TRUE(ExitedWith(other->WaitExit(Millis(15000)), 0));
+  EXPECT_FALSE(InShm(*other_segment));
 }
 
 }  // namespace

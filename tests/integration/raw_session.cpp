@@ -182,6 +182,17 @@ Result<RawSession::Buffer> RawSession::Alloc(uint64_t size) {
   return b;
 }
 
+Result<std::string> RawSession::AllocUnmapped(uint64_t size) {
+  v1::AllocRequest req;
+  *req.mutable_session() = Ref();
+  req.set_size(size);
+  v1::AllocReply rep;
+  grpc::ClientContext ctx;
+  Status st = internal::FromGrpc(stub_->Alloc(Deadline(ctx), req, &rep));
+  if (!st.ok()) return st;
+  return rep.segment();
+}
+
 Status RawSession::Export(uint64_t buffer_id, const std::string& name) {
   v1::ExportRequest req;
   *req.mutable_session() = Ref();

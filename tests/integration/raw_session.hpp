@@ -68,6 +68,9 @@ class RawSession {
     ShmSegment segment;
   };
   Result<Buffer> Alloc(uint64_t size);
+  // Alloc without mapping the segment or saying Mapped: the daemon keeps
+  // the name linked (until attach_timeout_ms). The segment's name.
+  Result<std::string> AllocUnmapped(uint64_t size);
   // Exports the whole buffer, readable, under `name`.
   Status Export(uint64_t buffer_id, const std::string& name);
 

@@ -31,6 +31,11 @@ class ShmSegment {
   // A fresh unguessable name, "/mcdma-<kind>-<22 hex>" (88 random bits):
   // exactly 31 bytes. kind is one character: 'm' mailbox, 'b' buffer.
   static std::string NewName(char kind);
+  // The same with the 22 hex characters starting with `tag` (lowercase hex,
+  // at most 8 characters) and the rest random (at least 56 bits): the
+  // daemon marks its segments with its socket's tag so that its next
+  // instance can find what this one left (daemon/src/socket_path.hpp).
+  static std::string NewName(char kind, const std::string& tag);
 
   // An empty segment (no mapping), as left by a move.
   ShmSegment();

@@ -21,4 +21,8 @@ uint64_t SharedMemoryCapacity() {
 
 uint64_t SharedMemoryFree() { return SharedMemoryCapacity(); }
 
+// macOS has no namespace of shm objects to read (no /dev/shm, no call that
+// lists them).
+std::vector<std::string> ListSharedMemory(const std::string& /*prefix*/) { return {}; }
+
 }  // namespace mcdma::platform

@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/statvfs.h>
 
@@ -33,6 +34,18 @@ uint64_t SharedMemoryFree() {
   struct statvfs fs {};
   if (statvfs("/dev/shm", &fs) != 0) return 0;
   return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+std::vector<std::string> ListSharedMemory(const std::string& prefix) {
+  std::vector<std::string> names;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return names;
+  while (const dirent* e = readdir(dir)) {
+    std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) == 0) names.push_back("/" + name);
+  }
+  closedir(dir);
+  return names;
 }
 
 }  // namespace mcdma::platform
