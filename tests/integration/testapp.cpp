@@ -61,6 +61,14 @@ namespace {
 std::mutex g_say_mu;
 }  // namespace
 
+std::string JsonCounts(const std::map<std::string, uint64_t>& counts) {
+  std::string out;
+  for (const auto& [code, n] : counts) {
+    out += (out.empty() ? "" : ",") + ("\"" + code + "\":" + std::to_string(n));
+  }
+  return out;
+}
+
 void Say(const char* fmt, ...) {
   std::lock_guard lock(g_say_mu);
   va_list ap;
@@ -317,7 +325,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: mcdma_testapp serve|call|fill|write|verify-read|sustain|garbage|peer-load|"
-                 "peer-raw --socket S ...\n");
+                 "peer-raw|resilient-serve|resilient-load --socket S ...\n");
     return 2;
   }
   std::string role = argv[1];
@@ -336,6 +344,8 @@ int main(int argc, char** argv) {
   if (role == "garbage") return RunGarbage(args);
   if (role == "peer-load") return RunPeerLoad(args);
   if (role == "peer-raw") return RunPeerRaw(args);
+  if (role == "resilient-serve") return RunResilientServe(args);
+  if (role == "resilient-load") return RunResilientLoad(args);
   std::fprintf(stderr, "mcdma_testapp: unknown role '%s'\n", role.c_str());
   return 2;
 }

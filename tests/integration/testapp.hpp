@@ -40,6 +40,9 @@ std::unique_ptr<Client> ConnectOrDie(const Args& args, const char* role,
 // Blocks until stdin reaches EOF (the test closed it or died).
 void WaitForStdinEof();
 
+// "code":count pairs of a map, as JSON object members.
+std::string JsonCounts(const std::map<std::string, uint64_t>& counts);
+
 // Roles.
 int RunServe(const Args& args);
 int RunCall(const Args& args);
@@ -50,5 +53,7 @@ int RunSustain(const Args& args);
 int RunGarbage(const Args& args);
 int RunPeerLoad(const Args& args);
 int RunPeerRaw(const Args& args);
+int RunResilientServe(const Args& args);
+int RunResilientLoad(const Args& args);
 
 }  // namespace mcdma::itest

@@ -44,15 +44,6 @@ int64_t NowNs() {
       .count();
 }
 
-// "code":count pairs of a map, as JSON object members.
-std::string JsonCounts(const std::map<std::string, uint64_t>& counts) {
-  std::string out;
-  for (const auto& [code, n] : counts) {
-    out += (out.empty() ? "" : ",") + ("\"" + code + "\":" + std::to_string(n));
-  }
-  return out;
-}
-
 // Text safe inside a JSON string (diagnostics only: quotes and control
 // characters become spaces).
 std::string JsonSafe(const std::string& text) {

@@ -94,7 +94,7 @@ void PrintTo(HostVariant v, std::ostream* os) {
   *os << HostVariantName(::testing::TestParamInfo<HostVariant>(v, 0));
 }
 
-void TwoHosts::SetUp() {
+void TwoHostsBase::SetUp() {
   REQUIRE_MCDMACTL();
   ASSERT_TRUE(dir_.ok()) << "mkdtemp failed: " << std::strerror(errno);
   if (verbs() && std::getenv("MCDMA_VERBS_HOSTS") == nullptr) {
@@ -134,7 +134,7 @@ void TwoHosts::SetUp() {
   }
 }
 
-void TwoHosts::PrepareLoopback() {
+void TwoHostsBase::PrepareLoopback() {
   std::vector<int> ports = FreePorts(4);
   ASSERT_EQ(ports.size(), 4u) << "cannot find free ports on 127.0.0.1: " << std::strerror(errno);
   a_.ip = b_.ip = "127.0.0.1";
@@ -146,7 +146,7 @@ void TwoHosts::PrepareLoopback() {
 
 // MCDMA_VERBS_HOSTS="DEV:IF:IP,DEV:IF:IP": host-a's device, interface and
 // address, then host-b's.
-void TwoHosts::PrepareVerbs() {
+void TwoHostsBase::PrepareVerbs() {
   std::string spec = std::getenv("MCDMA_VERBS_HOSTS");
   const char* profile = std::getenv("MCDMA_VERBS_PROFILE");
   profile_ = profile != nullptr && *profile != '\0' ? profile : "linux-rc";
@@ -166,7 +166,7 @@ void TwoHosts::PrepareVerbs() {
   }
 }
 
-void TwoHosts::PrepareNetns() {
+void TwoHostsBase::PrepareNetns() {
   // Short and unique per test process and test: namespace and veth names
   // derive from it (hosts.sh).
   prefix_ = "mcit" + std::to_string(getpid() % 100000) + "n" + std::to_string(++g_prefix_counter);
@@ -189,7 +189,7 @@ void TwoHosts::PrepareNetns() {
   }
 }
 
-void TwoHosts::TearDown() {
+void TwoHostsBase::TearDown() {
   for (auto& app : apps_) app->Kill();
   // KillDaemon drops the Child, so a daemon still held here that is not
   // running died on its own.
@@ -226,7 +226,7 @@ void TwoHosts::TearDown() {
   b_.daemon.reset();
 }
 
-std::string TwoHosts::NewFabricKey(const std::string& name) {
+std::string TwoHostsBase::NewFabricKey(const std::string& name) {
   std::string path = dir() + "/" + name;
   CommandResult r = RunCommand({kCtlPath, "fabric-key", "new", path}, Millis(10000));
   if (r.exit_code() != 0) {
@@ -236,14 +236,14 @@ std::string TwoHosts::NewFabricKey(const std::string& name) {
   return path;
 }
 
-std::vector<std::string> TwoHosts::InHost(const Host& h, std::vector<std::string> argv) const {
+std::vector<std::string> TwoHostsBase::InHost(const Host& h, std::vector<std::string> argv) const {
   if (h.ns.empty()) return argv;
   std::vector<std::string> wrapped = {IpPath(), "netns", "exec", h.ns};
   wrapped.insert(wrapped.end(), argv.begin(), argv.end());
   return wrapped;
 }
 
-std::vector<std::string> TwoHosts::DaemonArgv(const Host& h) const {
+std::vector<std::string> TwoHostsBase::DaemonArgv(const Host& h) const {
   std::vector<std::string> argv = {kDaemonPath,    "--socket",    h.socket,   "--host-id",
                                    h.id,           "--log-level", "info",     "--fabric-key",
                                    h.key,          "--listen",    h.listen(), "--data-listen",
@@ -258,7 +258,7 @@ std::vector<std::string> TwoHosts::DaemonArgv(const Host& h) const {
   return InHost(h, argv);
 }
 
-bool TwoHosts::StartDaemon(Host& h) {
+bool TwoHostsBase::StartDaemon(Host& h) {
   if (h.daemon) h.daemon->Kill();
   SpawnOptions o;
   o.stderr_path = h.log;
@@ -285,12 +285,12 @@ bool TwoHosts::StartDaemon(Host& h) {
   return true;
 }
 
-void TwoHosts::KillDaemon(Host& h) {
+void TwoHostsBase::KillDaemon(Host& h) {
   if (h.daemon) h.daemon->Kill();
   h.daemon.reset();
 }
 
-void TwoHosts::StartDaemons() {
+void TwoHostsBase::StartDaemons() {
   ASSERT_TRUE(StartDaemon(b_));
   ASSERT_TRUE(StartDaemon(a_));
   std::string why;
@@ -298,7 +298,7 @@ void TwoHosts::StartDaemons() {
       << "the link between host-a and host-b did not come up within 20 s: " << why;
 }
 
-std::optional<v1::LinksReply> TwoHosts::Links(Host& h, std::string* error, std::string* raw) {
+std::optional<v1::LinksReply> TwoHostsBase::Links(Host& h, std::string* error, std::string* raw) {
   CommandResult r = Ctl(h, {"links", "--json"}, Millis(10000));
   if (r.exit_code() != 0) {
     if (error) *error = "mcdmactl links --json: " + r.Describe();
@@ -317,7 +317,7 @@ std::optional<v1::LinksReply> TwoHosts::Links(Host& h, std::string* error, std::
   return reply;
 }
 
-std::optional<v1::LinkInfo> TwoHosts::LinkTo(Host& h, const std::string& peer) {
+std::optional<v1::LinkInfo> TwoHostsBase::LinkTo(Host& h, const std::string& peer) {
   auto links = Links(h);
   if (!links) return std::nullopt;
   for (const auto& l : links->links()) {
@@ -326,9 +326,9 @@ std::optional<v1::LinkInfo> TwoHosts::LinkTo(Host& h, const std::string& peer) {
   return std::nullopt;
 }
 
-bool TwoHosts::WaitLink(Host& h, const std::string& peer,
-                        const std::function<bool(const v1::LinkInfo&)>& pred, Millis timeout,
-                        v1::LinkInfo* last) {
+bool TwoHostsBase::WaitLink(Host& h, const std::string& peer,
+                            const std::function<bool(const v1::LinkInfo&)>& pred, Millis timeout,
+                            v1::LinkInfo* last) {
   return PollUntil(
       [&] {
         auto l = LinkTo(h, peer);
@@ -339,7 +339,7 @@ bool TwoHosts::WaitLink(Host& h, const std::string& peer,
       timeout, Millis(100));
 }
 
-bool TwoHosts::WaitLinked(Millis timeout, std::string* why) {
+bool TwoHostsBase::WaitLinked(Millis timeout, std::string* why) {
   std::string seen;
   bool hopeless = false;  // a daemon without the Links request: no use waiting
   bool up = PollUntil(
@@ -373,7 +373,8 @@ bool TwoHosts::WaitLinked(Millis timeout, std::string* why) {
   return up && !hopeless;
 }
 
-Child* TwoHosts::StartApp(Host& h, const std::string& role, const std::vector<std::string>& args) {
+Child* TwoHostsBase::StartApp(Host& h, const std::string& role,
+                              const std::vector<std::string>& args) {
   std::vector<std::string> argv = {kTestAppPath, role, "--socket", h.socket};
   argv.insert(argv.end(), args.begin(), args.end());
   SpawnOptions o;
@@ -390,8 +391,8 @@ Child* TwoHosts::StartApp(Host& h, const std::string& role, const std::vector<st
   return apps_.back().get();
 }
 
-Child* TwoHosts::StartReady(Host& h, const std::string& role,
-                            const std::vector<std::string>& args) {
+Child* TwoHostsBase::StartReady(Host& h, const std::string& role,
+                                const std::vector<std::string>& args) {
   Child* c = StartApp(h, role, args);
   if (c == nullptr) return nullptr;
   if (!c->WaitForPrefix("READY", Millis(20000))) {
@@ -404,7 +405,7 @@ Child* TwoHosts::StartReady(Host& h, const std::string& role,
   return c;
 }
 
-std::unique_ptr<Client> TwoHosts::Connect(Host& h, const std::string& name) {
+std::unique_ptr<Client> TwoHostsBase::Connect(Host& h, const std::string& name) {
   ClientOptions o;
   o.socket = h.socket;
   o.app_name = name;
@@ -416,17 +417,17 @@ std::unique_ptr<Client> TwoHosts::Connect(Host& h, const std::string& name) {
   return std::move(c).value();
 }
 
-CommandResult TwoHosts::Ctl(Host& h, const std::vector<std::string>& args, Millis timeout) {
+CommandResult TwoHostsBase::Ctl(Host& h, const std::vector<std::string>& args, Millis timeout) {
   std::vector<std::string> argv = {kCtlPath, "--socket", h.socket};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv, timeout);
 }
 
-CommandResult TwoHosts::HostsSh(const std::string& cmd) {
+CommandResult TwoHostsBase::HostsSh(const std::string& cmd) {
   return RunCommand({"/bin/bash", kHostsScript, cmd, prefix_}, Millis(30000));
 }
 
-std::string TwoHosts::Describe() const {
+std::string TwoHostsBase::Describe() const {
   std::string out;
   for (const Host* h : {&a_, &b_}) {
     out += "==== " + h->id + " mcdma-rpcd log (" + h->log + ", tail) ====\n";

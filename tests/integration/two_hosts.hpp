@@ -79,16 +79,20 @@ struct Host {
   std::string data_listen() const { return ip + ":" + std::to_string(data_port); }
 };
 
-class TwoHosts : public ::testing::TestWithParam<HostVariant> {
+// The fixture itself, for any parameter type: a subclass says which
+// variant it runs (TwoHosts below: gtest's parameter; KillMatrix: netns).
+class TwoHostsBase : public ::testing::Test {
  protected:
   void SetUp() override;
   void TearDown() override;
 
+  virtual HostVariant variant() const = 0;
+
   // False: SetUp prepares both hosts but starts no daemon.
   virtual bool LinkAtSetUp() const { return true; }
 
-  bool netns() const { return GetParam() == HostVariant::kNetns; }
-  bool verbs() const { return GetParam() == HostVariant::kVerbs; }
+  bool netns() const { return variant() == HostVariant::kNetns; }
+  bool verbs() const { return variant() == HostVariant::kVerbs; }
   // The transport the link is expected to use.
   std::string transport() const { return verbs() ? "verbs" : "tcp"; }
   // The verbs profile forced in the verbs variant ("" otherwise).
@@ -161,6 +165,12 @@ class TwoHosts : public ::testing::TestWithParam<HostVariant> {
   std::vector<std::unique_ptr<Child>> apps_;
   std::vector<std::string> app_labels_;  // "app 3 on host-b: serve", parallel to apps_
   int app_counter_ = 0;
+};
+
+// The two-host tests: TEST_P with kHostVariants runs each in every variant.
+class TwoHosts : public TwoHostsBase, public ::testing::WithParamInterface<HostVariant> {
+ protected:
+  HostVariant variant() const override { return GetParam(); }
 };
 
 // Result lines of the testapp: {"CODE":N,...} members of `key` in a JSON
