@@ -1,7 +1,10 @@
 // The kill matrix: SIGKILL of {the app, the daemon} on {the initiator's
 // side (host-a), the target's side (host-b)} during sustained {calls, reads,
 // writes} from host-a's app to host-b's app, over the tcp transport between
-// two network namespaces: 12 cases, each a test KillMatrix/Kill.*/CASE.
+// two network namespaces: 12 cases, each a test
+// KillMatrix/KillMatrix.SurvivorsRecoverVerifiedWithNothingLeftOrStuck/CASE
+// (CASE: victim_side_traffic, e.g. daemon_target_reads). Needs root (the
+// netns variant of two_hosts.hpp); skips, saying why, otherwise.
 //
 // The apps are mcdma_testapp's resilient roles (testapp_resilient.cpp): they
 // connect again, with a new session, when their daemon ends theirs. Every
