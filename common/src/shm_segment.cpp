@@ -1,11 +1,13 @@
 #include "mcdma_internal/shm_segment.hpp"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
 
 #include "mcdma_internal/sys.hpp"
 #include "platform/names.hpp"
@@ -56,7 +58,7 @@ ShmSegment::ShmSegment(ShmSegment&& o) noexcept
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
   if (this != &o) {
-    Unlink();
+    (void)Unlink();
     impl_ = std::move(o.impl_);
     data_ = o.data_;
     size_ = o.size_;
@@ -69,13 +71,15 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
   return *this;
 }
 
-ShmSegment::~ShmSegment() { Unlink(); }
+ShmSegment::~ShmSegment() { (void)Unlink(); }
 
-void ShmSegment::Unlink() {
-  if (linked_) {
-    bip::shared_memory_object::remove(name_.c_str());
-    linked_ = false;
+Status ShmSegment::Unlink() {
+  if (!linked_) return Status::Ok();
+  linked_ = false;
+  if (shm_unlink(name_.c_str()) != 0 && errno != ENOENT) {
+    return SysError("shm_unlink", errno, "segment " + name_);
   }
+  return Status::Ok();
 }
 
 Result<ShmSegment> ShmSegment::Create(const std::string& name, uint64_t bytes, uint32_t owner_uid) {

@@ -59,6 +59,7 @@ grpc::Status AdminService::Status(grpc::ServerContext*, const v1::StatusRequest*
   out->set_invalid_descriptors(s.invalid_descriptors);
   out->set_ring_faults(s.ring_faults);
   out->set_sessions_reaped(s.sessions_reaped);
+  out->set_segment_unlink_failures(s.segment_unlink_failures);
   for (const driver::Caps& caps : s.transports) {
     auto* t = out->add_transports();
     t->set_name(caps.name);

@@ -345,10 +345,14 @@ class Engine {
   UserTable users_;
   uint64_t backlog_held_ = 0;  // payload bytes in every session's backlog
   void UnlinkSegment(const std::string& name);
+  // Unlinks `segment`'s name; a failure is logged and counted
+  // (segment_unlink_failures in status), never fatal: the mapping stays.
+  void UnlinkOrCount(ShmSegment& segment);
   Clock::time_point last_sweep_;
 
   OpCounters op_stats_{};
   uint64_t invalid_total_ = 0;
+  uint64_t segment_unlink_failures_ = 0;
 };
 
 }  // namespace mcdma::daemon

@@ -25,6 +25,7 @@ StatusSnapshot Engine::StatusNow() const {
   out.invalid_descriptors = invalid_total_;
   out.ring_faults = sessions_.ring_faults();
   out.sessions_reaped = sessions_.reaped();
+  out.segment_unlink_failures = segment_unlink_failures_;
   out.transports.push_back(device(Transport::kLoop)->caps());
   if (const driver::Device* link_device = device(Transport::kTcp))
     out.transports.push_back(link_device->caps());

@@ -114,13 +114,20 @@ Status Engine::CheckToken(uint64_t session, const std::string& token) const {
   return Status::Ok();
 }
 
+void Engine::UnlinkOrCount(ShmSegment& segment) {
+  Status st = segment.Unlink();
+  if (st.ok()) return;
+  ++segment_unlink_failures_;
+  spdlog::get("engine")->warn("cannot unlink segment {}: {}", segment.name(), st.ToString());
+}
+
 void Engine::UnlinkSegment(const std::string& name) {
   const Registry::Unmapped* u = registry_.FindUnmapped(name);
   if (u == nullptr) return;
   if (u->buffer_id == 0) {
-    if (Session* s = FindSession(u->session)) s->segment().Unlink();
+    if (Session* s = FindSession(u->session)) UnlinkOrCount(s->segment());
   } else if (auto b = registry_.OwnedBuffer(u->buffer_id, u->session)) {
-    b->segment.Unlink();
+    UnlinkOrCount(b->segment);
   }
   registry_.ForgetUnmapped(name);
 }
@@ -163,10 +170,11 @@ void Engine::CloseSession(uint64_t id, Code reason) {
     if (!b) continue;
     users_.RefundBuffer(s->uid, b->size());
     registry_.ForgetUnmapped(b->segment.name());
-    b->segment.Unlink();
+    UnlinkOrCount(b->segment);
   }
   users_.RefundSession(s->uid, s->segment().size());
   registry_.ForgetUnmapped(s->segment().name());
+  UnlinkOrCount(s->segment());
   spdlog::get("engine")->info(
       "session {} ('{}', pid {}) closed ({}): {} buffers, {} exports, {} services reclaimed", id,
       s->app_name, s->pid, CodeName(reason), buffers, exports, services);
@@ -237,7 +245,7 @@ Status Engine::Free(uint64_t session, uint64_t buffer_id) {
   }
   for (const auto& name : revoke) RemoveExport(name, Code::kRevoked);
   registry_.ForgetUnmapped(b->segment.name());
-  b->segment.Unlink();
+  UnlinkOrCount(b->segment);
   users_.RefundBuffer(s->uid, b->size());
   registry_.RemoveBuffer(buffer_id);
   s->buffers.erase(buffer_id);

@@ -65,7 +65,7 @@ TEST(Registry, BuffersAreFoundOnlyByTheirOwner) {
   b->id = 9;
   b->owner = 4;
   b->segment = std::move(seg).value();
-  b->segment.Unlink();
+  EXPECT_TRUE(b->segment.Unlink().ok());
   auto reg = RegisterPieces(**device, b->segment.data(), b->size(), driver::kAccessLocal);
   ASSERT_TRUE(reg.ok()) << reg.status().ToString();
   b->reg(Transport::kLoop) = std::move(reg).value();

@@ -22,7 +22,7 @@ std::unique_ptr<Session> MakeSession(uint64_t id) {
   auto s = Session::Create(id, SmallGeometry(), getuid());
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   if (!s.ok()) return nullptr;
-  (*s)->segment().Unlink();
+  EXPECT_TRUE((*s)->segment().Unlink().ok());
   return std::move(s).value();
 }
 

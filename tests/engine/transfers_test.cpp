@@ -26,7 +26,7 @@ class TransferChunking : public ::testing::Test {
     buffer_ = std::make_shared<BufferRecord>();
     buffer_->id = 1;
     buffer_->segment = std::move(seg).value();
-    buffer_->segment.Unlink();
+    EXPECT_TRUE(buffer_->segment.Unlink().ok());
     auto reg =
         RegisterPieces(*device_, buffer_->segment.data(), buffer_->size(), driver::kAccessLocal);
     ASSERT_TRUE(reg.ok()) << reg.status().ToString();

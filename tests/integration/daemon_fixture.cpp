@@ -52,27 +52,36 @@ void DaemonTest::SetUp() {
   ASSERT_TRUE(StartDaemon()) << Describe();
 }
 
+std::unique_ptr<Child> SpawnDaemonListening(const std::vector<std::string>& argv,
+                                            const std::string& socket, const std::string& log_path,
+                                            std::string* why) {
+  SpawnOptions o;
+  o.stderr_path = log_path;
+  o.pipe_stdout = false;
+  o.pipe_stdin = false;
+  std::string error;
+  std::unique_ptr<Child> daemon = Child::Spawn(argv, o, &error);
+  if (!daemon) {
+    *why = "cannot start " + argv[0] + ": " + error;
+    return nullptr;
+  }
+  bool up = PollUntil([&] { return !daemon->Alive() || SocketAccepts(socket); }, Millis(20000),
+                      Millis(20));
+  if (!up || !daemon->Alive()) {
+    *why = "mcdma-rpcd did not start listening on " + socket + " within 20 s";
+    return nullptr;
+  }
+  return daemon;
+}
+
 bool DaemonTest::StartDaemon() {
   std::vector<std::string> argv = {kDaemonPath, "--socket", socket_, "--log-level", "info"};
   for (const auto& a : DaemonArgs()) argv.push_back(a);
   if (daemon_) daemon_->Kill();
-  SpawnOptions o;
-  o.stderr_path = dir_.path() + "/daemon.log";
-  o.pipe_stdout = false;
-  o.pipe_stdin = false;
-  std::string error;
-  daemon_ = Child::Spawn(argv, o, &error);
-  if (!daemon_) {
-    ADD_FAILURE() << "cannot start " << kDaemonPath << ": " << error;
-    return false;
-  }
-  bool up = PollUntil([&] { return !daemon_->Alive() || SocketAccepts(socket_); }, Millis(20000),
-                      Millis(20));
-  if (!up || !daemon_->Alive()) {
-    ADD_FAILURE() << "mcdma-rpcd did not start listening on " << socket_ << " within 20 s";
-    return false;
-  }
-  return true;
+  std::string why;
+  daemon_ = SpawnDaemonListening(argv, socket_, dir_.path() + "/daemon.log", &why);
+  if (!daemon_) ADD_FAILURE() << why;
+  return daemon_ != nullptr;
 }
 
 void DaemonTest::TearDown() {

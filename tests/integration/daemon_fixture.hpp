@@ -43,6 +43,13 @@ bool SocketAccepts(const std::string& path);
 // Sleeps in steps of `step` until pred() or the timeout; the last pred().
 bool PollUntil(const std::function<bool()>& pred, Millis timeout, Millis step = Millis(50));
 
+// Starts a daemon (argv: mcdma-rpcd or a wrapper that execs it) with stderr
+// to `log_path`, and waits up to 20 s until `socket` accepts. nullptr with
+// `why` set if it cannot start, dies or does not listen in time.
+std::unique_ptr<Child> SpawnDaemonListening(const std::vector<std::string>& argv,
+                                            const std::string& socket, const std::string& log_path,
+                                            std::string* why);
+
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override;

@@ -49,8 +49,12 @@ class ShmSegment {
   uint64_t size() const { return size_; }
   const std::string& name() const { return name_; }
   bool linked() const { return linked_; }
-  // Removes the name; the mapping stays valid. Idempotent.
-  void Unlink();
+  // Removes the name; the mapping stays valid. Idempotent: after the first
+  // call (whatever its result) the segment no longer owns the name. An
+  // error names shm_unlink and the segment (EPERM: the name belongs to
+  // another user in sticky /dev/shm and this process lacks CAP_FOWNER); a
+  // name already gone is not an error.
+  Status Unlink();
 
  private:
   struct Impl;

@@ -42,6 +42,7 @@ struct StatusSnapshot {
   uint64_t invalid_descriptors = 0;
   uint64_t ring_faults = 0;
   uint64_t sessions_reaped = 0;
+  uint64_t segment_unlink_failures = 0;
   std::vector<driver::Caps> transports;  // the loop device's, then the link device's
   // Budgets the engine keeps (the listeners' and open files are added by
   // the Admin service).
