@@ -96,7 +96,9 @@ Status Daemon::StartAll() {
       control_listener_,
       Listener::ListenUnix("control", options_.socket,
                            {options_.max_connections, options_.max_connections_per_user}));
-  socket_->SetModeFromDirectory();
+  if (Status st = socket_->SetModeFromDirectory(); !st.ok()) {
+    spdlog::get("daemon")->warn("control socket: {}", st.ToString());
+  }
   MCDMA_RETURN_IF_ERROR(engine_->Start());
   if (key) {
     MCDMA_ASSIGN_OR_RETURN(peers_, PeerPlane::Start(options_, *engine_, key));

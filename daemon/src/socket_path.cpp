@@ -1,12 +1,14 @@
 #include "socket_path.hpp"
 
 #include <grp.h>
+#include <openssl/sha.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <filesystem>
 
@@ -96,24 +98,35 @@ SocketPath& SocketPath::operator=(SocketPath&& other) noexcept {
   return *this;
 }
 
-void SocketPath::SetModeFromDirectory() const {
+Status SocketPath::SetModeFromDirectory() const {
   struct stat dir_st {};
   bool group = stat(DirectoryOf(path_).c_str(), &dir_st) == 0 && (dir_st.st_mode & 0070) != 0;
-  chmod(path_.c_str(), group ? 0660 : 0600);
+  if (chmod(path_.c_str(), group ? 0660 : 0600) != 0) return SysError("chmod", errno, path_);
+  // The socket's group is the daemon's own unless it is the directory's: a
+  // daemon running as root with socket_group (or in a directory of another
+  // group) would otherwise leave the group's members unable to connect.
+  struct stat st {};
+  if (group && stat(path_.c_str(), &st) == 0 && st.st_gid != dir_st.st_gid &&
+      chown(path_.c_str(), static_cast<uid_t>(-1), dir_st.st_gid) != 0) {
+    return SysError("chown", errno,
+                    path_ + " to the group of its directory (gid " + std::to_string(dir_st.st_gid) +
+                        "); members of that group cannot connect");
+  }
+  return Status::Ok();
 }
 
 std::string SegmentTag(const std::string& socket_path) {
   std::error_code ec;
   std::string absolute = std::filesystem::absolute(socket_path, ec).lexically_normal().string();
   if (ec) absolute = socket_path;
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, 64 bits
-  for (unsigned char c : absolute) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(absolute.data()), absolute.size(), digest.data());
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string tag(8, '0');
-  for (int i = 0; i < 8; ++i) tag[i] = kHex[(h >> (60 - 4 * i)) & 0xf];
+  std::string tag;
+  for (int i = 0; i < 4; ++i) {  // the first 8 hex digits, as fabric-key fingerprints
+    tag += kHex[digest[i] >> 4];
+    tag += kHex[digest[i] & 0xf];
+  }
   return tag;
 }
 

@@ -31,10 +31,12 @@ class SocketPath {
   SocketPath(const SocketPath&) = delete;
   SocketPath& operator=(const SocketPath&) = delete;
 
-  // Once the server listens: the socket gets mode 0660 when its directory
-  // has group permission bits (the service's /run/mcdma, group mcdma), else
-  // 0600 (a user instance's private directory).
-  void SetModeFromDirectory() const;
+  // Once the server listens: the socket gets mode 0660 and its directory's
+  // group when the directory has group permission bits (the service's
+  // /run/mcdma, group mcdma), else 0600 (a user instance's private
+  // directory). An error says which call failed; the socket stays usable
+  // by its owner.
+  Status SetModeFromDirectory() const;
 
   const std::string& path() const { return path_; }
   // The names RemoveStaleSegments removed (and those it could not, with
@@ -49,7 +51,7 @@ class SocketPath {
   std::vector<std::string> unremovable_;
 };
 
-// 8 lowercase hex characters from the socket's absolute path (FNV-1a): the
+// 8 lowercase hex characters of the SHA-256 of the socket's absolute path: the
 // first characters of every segment name the daemon on that socket makes
 // (ShmSegment::NewName(kind, tag)). Not a secret: the rest of each name is
 // random.

@@ -54,13 +54,38 @@ TEST(SocketPath, MakesThePrivateDirectoryAndRemovesTheSocketWhenDestroyed) {
     int fd = BindUnix(path, SOCK_STREAM);
     ASSERT_GE(fd, 0) << std::strerror(errno);
     close(fd);
-    prepared->SetModeFromDirectory();
+    EXPECT_TRUE(prepared->SetModeFromDirectory().ok());
     ASSERT_EQ(stat(path.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, geteuid() == 0 ? 0660u : 0600u);
     SocketPath moved = std::move(prepared).value();
     EXPECT_TRUE(std::filesystem::exists(path));
   }
   EXPECT_FALSE(std::filesystem::exists(path)) << "the socket file outlived its SocketPath";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SocketPath, SocketTakesTheGroupOfAGroupDirectory) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the directory another group";
+  constexpr gid_t kGroup = 64740;  // need not exist in /etc/group
+  std::string dir = FreshDir("group");
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(chown(dir.c_str(), static_cast<uid_t>(-1), kGroup), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0750), 0);
+  std::string path = dir + "/rpcd.sock";
+  auto prepared = SocketPath::Prepare(path, "");
+  ASSERT_TRUE(prepared.ok()) << prepared.status().ToString();
+  int fd = BindUnix(path, SOCK_STREAM);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  close(fd);
+  // Before: root's group, which the directory's members are not in.
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_NE(st.st_gid, kGroup);
+  Status set = prepared->SetModeFromDirectory();
+  EXPECT_TRUE(set.ok()) << set.ToString();
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_gid, kGroup);
   std::filesystem::remove_all(dir);
 }
 
