@@ -18,6 +18,12 @@ while IFS= read -r entry; do
     !inside { next }
     /: Failure$/ { show = 6 }
     /^== |\[  FAILED  \]|^FAIL |vm\.sh: .*(verdict|timed out|FAIL)|Timeout|Exception|Segmentation/ { show = show > 1 ? show : 1 }
+    # Sanitizers and fuzzers (scripts/sanitize.sh, scripts/fuzz.sh): the
+    # report heading and the first frames under it.
+    /(ERROR|WARNING): (Address|Leak|Thread|UndefinedBehavior)Sanitizer|runtime error:|^SUMMARY: / { show = show > 4 ? show : 4 }
+    # The list of failed tests of a nested ctest (the sanitized suites).
+    /The following tests FAILED|^[ \t]+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Child aborted)\)/ { show = show > 1 ? show : 1 }
+    /(fuzz|sanitize)\.sh: .*(FAIL|report|finding)|Test unit written|deadly signal|ERROR: libFuzzer/ { show = show > 1 ? show : 1 }
     show > 0 { print "  " $0; show--; if (++printed >= 60) exit }
   ' "$log"
 done < "$failed"

@@ -103,13 +103,22 @@ case "$mode" in
     [[ -f "$build/build.ninja" ]] || die "$build is not built (run: scripts/sanitize.sh build $kind)"
     sanitizer_env
     rc=0
-    # Known open finding, left out until fixed (docs/testing.md): UBSan's vptr
-    # check on a packaged_task's shared state in ControlService when the
-    # daemon has run out of descriptors.
-    ctest --test-dir "$build" -L 'unit|integration' \
-      -E '^InprocHostile[.]ControlSocketAcceptsAgainAfterTheDaemonRanOutOfFiles$' \
+    emfile='^InprocHostile[.]ControlSocketAcceptsAgainAfterTheDaemonRanOutOfFiles$'
+    labels=(-L 'unit|integration')
+    [[ " $* " == *" -L "* ]] && labels=()  # the caller chose
+    ctest --test-dir "$build" "${labels[@]}" -E "$emfile" \
       --output-on-failure --timeout 900 "$@" || rc=$?
     reports || rc=1
+    # The test that runs its own process out of descriptors, on its own:
+    # there a sanitizer cannot open a log file (reports go to stderr and
+    # fail the test: halt_on_error, exit codes), and UBSan's vptr check
+    # cannot probe memory (tests/sanitize/ubsan-emfile.supp says why).
+    if [[ $kind == address && " $* " != *" -R "* && " $* " != *" -L "* ]]; then
+      ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1" \
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$root/tests/sanitize/ubsan-emfile.supp" \
+        ctest --test-dir "$build" -R "$emfile" --no-tests=error --output-on-failure \
+        --timeout 900 || rc=$?
+    fi
     exit "$rc"
     ;;
   *) usage >&2; exit 2 ;;
