@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -203,14 +204,31 @@ mcdma::Result<std::unique_ptr<mcdma::Client>> Connect(const std::string& socket,
   }
 }
 
+// argv run in network namespace `ns` (ip netns exec); as is when empty.
+std::vector<std::string> InNetns(const std::string& ns, std::vector<std::string> argv) {
+  if (ns.empty()) return argv;
+  std::vector<std::string> out = {"/usr/sbin/ip", "netns", "exec", ns};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+// argv run as uid:gid `id` (setpriv, util-linux), no other groups but `id`.
+std::vector<std::string> AsUser(int id, std::vector<std::string> argv) {
+  const std::string n = std::to_string(id);
+  std::vector<std::string> out = {"/usr/bin/setpriv", "--reuid=" + n, "--regid=" + n,
+                                  "--groups=" + n, "--"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
 std::string Ratio(double v, double base) { return base > 0 ? Fixed(v / base, 2) : "-"; }
 std::string Three(double b, double d, double a, int decimals) {
   return Fixed(b, decimals) + "/" + Fixed(d, decimals) + "/" + Fixed(a, decimals);
 }
 
 int Main(int argc, char** argv) {
-  if (argc == 6 && std::string(argv[1]) == "attacker") {
-    return attacks::RunAttacker(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]));
+  if (argc == 7 && std::string(argv[1]) == "attacker") {
+    return attacks::RunAttacker(argv[2], argv[3], argv[4], std::atoi(argv[5]), std::atoi(argv[6]));
   }
   CLI::App app{
       "mcdma_bench_attacks: a well-behaved app's calls while hostile apps attack the daemon"};
@@ -218,7 +236,20 @@ int Main(int argc, char** argv) {
   std::vector<std::string> which;
   std::string daemon_path;
   bool large_shm = false;
+  // As root the attackers run as another user (setpriv), so per-user
+  // budgets stand between them and the well-behaved apps (which run as the
+  // benchmark's user), and the keyless peer can come from another host.
+  int attacker_uid = geteuid() == 0 ? 64742 : -1;
+  std::string daemon_netns;
+  std::string daemon_ip = "127.0.0.1";
+  std::string peer_netns;
   app.add_option("--calls", calls, "calls per phase")->check(CLI::Range(10, 10000000));
+  app.add_option(
+      "--attacker-uid", attacker_uid,
+      "uid (and gid) of the attackers; -1: the benchmark's own (default as root: 64742)");
+  app.add_option("--daemon-netns", daemon_netns, "network namespace of the daemon (ip netns)");
+  app.add_option("--daemon-ip", daemon_ip, "address the daemon's peer port listens on");
+  app.add_option("--peer-netns", peer_netns, "network namespace of the keyless peer attacker");
   app.add_option("--attacks", which, "attacks to run (default all)")->delimiter(',');
   app.add_option("--daemon", daemon_path, "mcdma-rpcd (default <bench dir>/../daemon/mcdma-rpcd)");
   app.add_flag("--large-shm", large_shm, "run the shm attack on a /dev/shm over 1 GiB");
@@ -237,18 +268,28 @@ int Main(int argc, char** argv) {
   getrlimit(RLIMIT_NOFILE, &nofile);
   auto dir = TempDir::Create("mcdma-attacks");
   if (!dir.ok()) return fprintf(stderr, "%s\n", dir.status().ToString().c_str()), 1;
-  const std::string socket = dir->Join("rpcd.sock");
+  // The socket's directory: the daemon gives the socket its group (0660),
+  // and the attackers are members, like apps of the mcdma group.
+  const bool other_user = attacker_uid >= 0 && static_cast<uid_t>(attacker_uid) != geteuid();
+  const std::string run_dir = dir->Join("run");
+  if (mkdir(run_dir.c_str(), 0750) != 0 ||
+      (other_user &&
+       (chmod(dir->path().c_str(), 0711) != 0 ||
+        chown(run_dir.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(attacker_uid)) != 0))) {
+    return fprintf(stderr, "socket directory %s: %s\n", run_dir.c_str(), strerror(errno)), 1;
+  }
+  const std::string socket = run_dir + "/rpcd.sock";
   const std::string key = dir->Join("fabric.key");
   if (auto st = WriteFabricKey(key); !st.ok())
     return fprintf(stderr, "%s\n", st.ToString().c_str()), 1;
   const int port = FreePort();
-  auto daemon = ChildProcess::Spawn(
-      SpawnOptions{"mcdma-rpcd",
-                   {daemon_path, "--socket", socket, "--host-id", "attack-bench", "--fabric-key",
-                    key, "--listen", "127.0.0.1:" + std::to_string(port), "--log-level", "warn"},
-                   {},
-                   dir->Join("daemon.log"),
-                   {}});
+  std::vector<std::string> daemon_argv = {
+      daemon_path,   "--socket",     socket,
+      "--host-id",   "attack-bench", "--fabric-key",
+      key,           "--listen",     daemon_ip + ":" + std::to_string(port),
+      "--log-level", "warn"};
+  auto daemon = ChildProcess::Spawn(SpawnOptions{
+      "mcdma-rpcd", InNetns(daemon_netns, daemon_argv), {}, dir->Join("daemon.log"), {}});
   if (!daemon.ok()) return fprintf(stderr, "%s\n", daemon.status().ToString().c_str()), 1;
   auto server = Connect(socket, "good-server");
   auto caller = server.ok() ? Connect(socket, "good-caller") : server.status();
@@ -270,6 +311,11 @@ int Main(int argc, char** argv) {
          static_cast<unsigned long long>(nofile.rlim_cur),
          static_cast<unsigned long long>(shm_bytes >> 20), std::thread::hardware_concurrency(),
          KernelName().c_str());
+  const std::string peer_from =
+      peer_netns.empty() ? std::string("this host") : "network namespace " + peer_netns;
+  printf("attackers: uid %d (the good apps: uid %d); keyless peer from %s to %s:%d\n",
+         other_user ? attacker_uid : static_cast<int>(geteuid()), static_cast<int>(geteuid()),
+         peer_from.c_str(), daemon_ip.c_str(), port);
   std::vector<Phase> phases;
   std::vector<AttackResult> results;
   int failures = 0;
@@ -285,13 +331,20 @@ int Main(int argc, char** argv) {
     }
     auto ready = MakePipe();
     if (!ready.ok()) return fprintf(stderr, "%s\n", ready.status().ToString().c_str()), 1;
-    auto attacker =
-        ChildProcess::Spawn(SpawnOptions{"attacker " + key_name,
-                                         {*self, "attacker", key_name, socket, std::to_string(port),
-                                          std::to_string(ready->write.get())},
-                                         {ready->write.get()},
-                                         dir->Join("attacker-" + key_name + ".log"),
-                                         {}});
+    std::vector<std::string> attacker_argv = {*self,
+                                              "attacker",
+                                              key_name,
+                                              socket,
+                                              daemon_ip,
+                                              std::to_string(port),
+                                              std::to_string(ready->write.get())};
+    if (other_user) attacker_argv = AsUser(attacker_uid, attacker_argv);
+    if (key_name == "peer") attacker_argv = InNetns(peer_netns, attacker_argv);
+    auto attacker = ChildProcess::Spawn(SpawnOptions{"attacker " + key_name,
+                                                     attacker_argv,
+                                                     {ready->write.get()},
+                                                     dir->Join("attacker-" + key_name + ".log"),
+                                                     {}});
     if (!attacker.ok()) return fprintf(stderr, "%s\n", attacker.status().ToString().c_str()), 1;
     ready->write = Fd();
     auto got = WaitReadyMessage(ready->read.get(), milliseconds(120000));

@@ -2,7 +2,10 @@
 # Runs mcdma_bench_attacks (bench/attacks.cpp) under the conditions the
 # limits are judged at: every process (the benchmark, the mcdma-rpcd it
 # starts, the attackers) under `ulimit -n 256`, and a private 64 MiB tmpfs
-# on /dev/shm (unshare -m, so the host's /dev/shm is untouched).
+# on /dev/shm (unshare -m, so the host's /dev/shm is untouched). The
+# daemon runs in one network namespace and the keyless peer attacker in
+# another (tests/netns/hosts.sh, a veth between them); the hostile apps run
+# as another user (uid 64742) than the well-behaved ones.
 #
 #   sudo bench/run_attacks.sh [BUILD_DIR] [mcdma_bench_attacks options]
 #   e.g. sudo bench/run_attacks.sh build --calls 2000 --attacks fds,shm
@@ -23,7 +26,16 @@ if [[ "${1:-}" != "--inside" ]]; then
     echo "run_attacks.sh: skipped: needs root to mount a private 64 MiB tmpfs on /dev/shm (unshare -m)" >&2
     exit 77
   fi
-  exec unshare -m "$0" --inside "$(realpath "$bin")" "$(realpath "$daemon")" "$@"
+  here=$(cd "$(dirname "$0")" && pwd)
+  prefix=mcdma-attacks-$$
+  hosts=$("$here/../tests/netns/hosts.sh" up "$prefix")
+  trap '"$here/../tests/netns/hosts.sh" down "$prefix"' EXIT
+  read -r ns_a ip_a <<<"$(sed -n 1p <<<"$hosts")"
+  read -r ns_b _ <<<"$(sed -n 2p <<<"$hosts")"
+  rc=0
+  unshare -m "$0" --inside "$(realpath "$bin")" "$(realpath "$daemon")" \
+    --daemon-netns "$ns_a" --daemon-ip "$ip_a" --peer-netns "$ns_b" "$@" || rc=$?
+  exit "$rc"
 fi
 
 shift

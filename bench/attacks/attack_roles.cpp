@@ -101,11 +101,14 @@ int RawUnixConnect(const std::string& path) {
   return RawConnect(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
 }
 
-int RawTcpConnect(int port) {
+int RawTcpConnect(const std::string& ip, int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (inet_pton(AF_INET, ip.c_str(), &addr.sin_addr) != 1) {
+    errno = EINVAL;
+    return -1;
+  }
   return RawConnect(AF_INET, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
 }
 
@@ -215,8 +218,8 @@ std::unique_ptr<Stalled> StallOne(const std::string& address) {
   return s;
 }
 
-int Peer(int port, int ready_fd) {
-  const std::string address = "127.0.0.1:" + std::to_string(port);
+int Peer(const std::string& ip, int port, int ready_fd) {
+  const std::string address = ip + ":" + std::to_string(port);
   constexpr int kStreams = 12;
   constexpr int kTcp = 40;
   std::vector<std::unique_ptr<Stalled>> streams;
@@ -233,7 +236,7 @@ int Peer(int port, int ready_fd) {
   }
   std::vector<int> tcp;
   for (int i = 0; i < kTcp; ++i) {
-    int fd = RawTcpConnect(port);
+    int fd = RawTcpConnect(ip, port);
     if (fd >= 0) tcp.push_back(fd);
   }
   std::this_thread::sleep_for(milliseconds(500));
@@ -314,11 +317,12 @@ int Sessions(const std::string& socket, int ready_fd) {
 
 const std::vector<AttackInfo>& Attacks() { return kAttacks; }
 
-int RunAttacker(const std::string& role, const std::string& socket, int peer_port, int ready_fd) {
+int RunAttacker(const std::string& role, const std::string& socket, const std::string& peer_ip,
+                int peer_port, int ready_fd) {
   if (role == "fds") return Fds(socket, ready_fd);
   if (role == "memory") return Memory(socket, ready_fd);
   if (role == "shm") return Shm(socket, ready_fd);
-  if (role == "peer") return Peer(peer_port, ready_fd);
+  if (role == "peer") return Peer(peer_ip, peer_port, ready_fd);
   if (role == "frag") return Frag(socket, ready_fd);
   if (role == "sessions") return Sessions(socket, ready_fd);
   Report(ready_fd, "unknown attack " + role);

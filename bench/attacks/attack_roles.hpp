@@ -1,8 +1,10 @@
 // The hostile apps of mcdma_bench_attacks (bench/attacks.cpp), each run as
-// its own process: `mcdma_bench_attacks attacker ROLE SOCKET PEER_PORT
-// READY_FD`. A role takes what it can, writes one line saying what it got
-// (the named errors it was refused with) to READY_FD, closes it, and then
-// holds everything until it is killed.
+// its own process: `mcdma_bench_attacks attacker ROLE SOCKET PEER_IP
+// PEER_PORT READY_FD`, as another user than the well-behaved apps when the
+// benchmark runs as root (setpriv), and the keyless peer from another
+// network namespace when it is given one. A role takes what it can, writes one line saying what it
+// got (the named errors it was refused with) to READY_FD, closes it, and then holds everything
+// until it is killed.
 #pragma once
 
 #include <string>
@@ -20,7 +22,8 @@ const std::vector<AttackInfo>& Attacks();
 
 // Runs role `role`; returns the exit code (never returns on success: it
 // holds what it took until killed).
-int RunAttacker(const std::string& role, const std::string& socket, int peer_port, int ready_fd);
+int RunAttacker(const std::string& role, const std::string& socket, const std::string& peer_ip,
+                int peer_port, int ready_fd);
 
 // A service name the attackers use for their own traffic.
 inline constexpr char kSinkService[] = "attack.sink";
