@@ -6,6 +6,7 @@
 
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 
@@ -20,7 +21,11 @@ namespace {
 // Sets an integer field from a TOML value; it must fit the field's type.
 template <typename T>
 Status SetInteger(const toml::node& n, const std::string& key, T& field) {
-  auto v = n.value<int64_t>();
+  // Integers only: toml++'s value<int64_t>() on a float casts it before
+  // checking its range (undefined for 1e19), and 5000.0 is not a count.
+  const toml::value<int64_t>* integer = n.as_integer();
+  std::optional<int64_t> v;
+  if (integer != nullptr) v = integer->get();
   if constexpr (std::is_signed_v<T>) {
     if (!v || *v < std::numeric_limits<T>::min() || *v > std::numeric_limits<T>::max())
       return Status(Code::kInvalid, key + ": expected an integer");

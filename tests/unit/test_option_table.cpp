@@ -216,6 +216,26 @@ TEST_F(OptionTableTest, FlagsOverrideTheFileOnlyWhereGiven) {
   EXPECT_FALSE(ParsePeerFlag("host-b").ok());
 }
 
+// A float where an integer belongs is refused, naming the key, whatever its
+// size (toml++ itself would cast 1e19 to an integer out of range: UB).
+TEST_F(OptionTableTest, FloatsForIntegerOptionsAreRefusedNamingTheKey) {
+  int checked = 0;
+  for (const OptionSpec& row : OptionTable()) {
+    if (IsString(row)) continue;
+    for (const char* value :
+         {"5000.0", "1e19", "-9.3e18", "9223372036854775808.0", "1e300", "inf", "nan", "-inf"}) {
+      Options o;
+      Status st = LoadTomlFile(Write(TomlLine(row, value)), o);
+      EXPECT_EQ(st.code(), Code::kInvalid) << row.key << " = " << value;
+      EXPECT_NE(st.message().find(std::string(row.key) + ": expected "), std::string::npos)
+          << st.message();
+      EXPECT_NE(st.message().find("integer"), std::string::npos) << st.message();
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 10);
+}
+
 // Each bound: the edges pass, one beyond fails naming the key and the value.
 TEST_F(OptionTableTest, BoundsNameTheKeyAndTheValue) {
   int checked = 0;
