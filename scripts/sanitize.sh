@@ -104,9 +104,18 @@ case "$mode" in
     sanitizer_env
     rc=0
     emfile='^InprocHostile[.]ControlSocketAcceptsAgainAfterTheDaemonRanOutOfFiles$'
+    exclude=$emfile
+    if [[ $kind == thread ]]; then
+      # TSan's runtime (clang 14) aborts its own report, "CHECK failed:
+      # sanitizer_common.h:494", when a descriptor gRPC opened is closed and
+      # reused by another thread; in the kill matrix the restarted daemons
+      # meet it every run (docs/testing.md).
+      echo "sanitize.sh: the kill matrix is left out under TSan (its runtime aborts; docs/testing.md)"
+      exclude="$exclude|^KillMatrix/"
+    fi
     labels=(-L 'unit|integration')
     [[ " $* " == *" -L "* ]] && labels=()  # the caller chose
-    ctest --test-dir "$build" "${labels[@]}" -E "$emfile" \
+    ctest --test-dir "$build" "${labels[@]}" -E "$exclude" \
       --output-on-failure --timeout 900 "$@" || rc=$?
     reports || rc=1
     # The test that runs its own process out of descriptors, on its own:
