@@ -46,6 +46,9 @@ PACKAGES=(
   python3-dev python3-pybind11 libxxhash-dev python3-numpy python3-pytest python3-torch
   # the dev venv below (python3 -m venv)
   python3-venv
+  # packaging: man pages from --help (packaging/manpages.cmake), the Debian
+  # packages (scripts/build-debs.sh: dpkg-deb, dpkg-shlibdeps)
+  help2man dpkg-dev
 )
 
 # The dev venv with zig and atheris (see the top of this file). Never the
