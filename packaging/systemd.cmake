@@ -9,9 +9,11 @@
 # package or copied by hand (docs/operations.md).
 #
 # The unit in the source tree names /usr/bin/mcdma-rpcd and
-# /etc/mcdma/rpcd.toml; the installed one names this build's
-# CMAKE_INSTALL_FULL_BINDIR and config directory, fixed when CMake
-# configures the build (as the launchd plist).
+# /etc/mcdma/rpcd.toml; the installed one names the binary directory and the
+# config directory (config.cmake) of the prefix it is installed under,
+# decided when it is installed: `cmake --install --prefix /usr` and the
+# Debian packages, built from a tree configured for /usr/local, get /usr/bin
+# and /etc.
 if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
   set(_mcdma_systemd_default ON)
 else()
@@ -23,19 +25,30 @@ option(MCDMA_INSTALL_SYSTEMD
 set(MCDMA_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING
     "Directory of the systemd unit, relative to the prefix (or absolute)")
 
-file(READ ${PROJECT_SOURCE_DIR}/systemd/mcdma-rpcd.service _mcdma_unit)
-string(REPLACE "/usr/bin/mcdma-rpcd" "${CMAKE_INSTALL_FULL_BINDIR}/mcdma-rpcd"
-       _mcdma_unit "${_mcdma_unit}")
-string(REPLACE "/etc/mcdma/rpcd.toml" "${MCDMA_CONFIG_DIR}/rpcd.toml" _mcdma_unit "${_mcdma_unit}")
-file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/mcdma-rpcd.service.new "${_mcdma_unit}")
-configure_file(${CMAKE_CURRENT_BINARY_DIR}/mcdma-rpcd.service.new
-               ${CMAKE_CURRENT_BINARY_DIR}/mcdma-rpcd.service COPYONLY)
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-             ${PROJECT_SOURCE_DIR}/systemd/mcdma-rpcd.service)
-
 if(MCDMA_INSTALL_SYSTEMD)
-  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mcdma-rpcd.service
-          DESTINATION ${MCDMA_SYSTEMD_UNIT_DIR} COMPONENT daemon)
+  if(IS_ABSOLUTE "${MCDMA_SYSTEMD_UNIT_DIR}")
+    set(_mcdma_unit_dest "${MCDMA_SYSTEMD_UNIT_DIR}")
+  else()
+    set(_mcdma_unit_dest "\${CMAKE_INSTALL_PREFIX}/${MCDMA_SYSTEMD_UNIT_DIR}")
+  endif()
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_BINDIR}")
+    set(_mcdma_unit_bindir "${CMAKE_INSTALL_BINDIR}")
+  else()
+    set(_mcdma_unit_bindir "\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}")
+  endif()
+  set(_mcdma_unit_out "${CMAKE_CURRENT_BINARY_DIR}/install-time/mcdma-rpcd.service")
+  install(CODE "
+    ${MCDMA_INSTALL_TIME_CONFIG_DIR}
+    file(READ \"${PROJECT_SOURCE_DIR}/systemd/mcdma-rpcd.service\" _mcdma_unit)
+    string(REPLACE \"/usr/bin/mcdma-rpcd\" \"${_mcdma_unit_bindir}/mcdma-rpcd\"
+           _mcdma_unit \"\${_mcdma_unit}\")
+    string(REPLACE \"/etc/mcdma/rpcd.toml\" \"\${MCDMA_INSTALL_CONFIG_DIR}/rpcd.toml\"
+           _mcdma_unit \"\${_mcdma_unit}\")
+    file(WRITE \"${_mcdma_unit_out}\" \"\${_mcdma_unit}\")
+    file(INSTALL DESTINATION \"${_mcdma_unit_dest}\" TYPE FILE
+         PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
+         FILES \"${_mcdma_unit_out}\")
+  " COMPONENT daemon)
   install(FILES ${PROJECT_SOURCE_DIR}/systemd/mcdma.sysusers
           DESTINATION lib/sysusers.d RENAME mcdma.conf COMPONENT daemon)
   install(FILES ${PROJECT_SOURCE_DIR}/systemd/mcdma-rpcd.tmpfiles
