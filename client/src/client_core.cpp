@@ -62,6 +62,7 @@ Status ClientCore::Open() {
                                        grpc::InsecureChannelCredentials(), args);
   auto connect_deadline = std::chrono::system_clock::now() + options_.connect_timeout;
   if (!channel_->WaitForConnected(connect_deadline)) {
+    MCDMA_RETURN_IF_ERROR(platform::CheckSocketAccess(options_.socket));
     return Status(Code::kUnavailable, "cannot reach mcdma-rpcd at " + options_.socket +
                                           " (is it running? set MCDMA_SOCKET or --socket)");
   }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include "platform/names.hpp"
 #include "rpc/rpc_status.hpp"
 
 namespace mcdma::tools {
@@ -31,17 +32,6 @@ Code FromGrpc(grpc::StatusCode code) {
     default:
       return Code::kInternal;
   }
-}
-
-// Why gRPC could not reach the socket, when the answer is that this user
-// may not: gRPC's own error says so only in its text. nullopt otherwise.
-std::optional<Status> SocketAccessError(const std::string& path) {
-  if (faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0 || errno != EACCES) {
-    return std::nullopt;
-  }
-  return Status(
-      Code::kPermissionDenied, Reason::kAccessDenied,
-      "cannot connect to " + path + ": permission denied (euid " + std::to_string(geteuid()) + ")");
 }
 
 }  // namespace
@@ -72,7 +62,7 @@ Result<Reply> AdminClient::Invoke(Method method, const Request& request) {
     }
   }
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    if (auto denied = SocketAccessError(socket_path_)) return *std::move(denied);
+    MCDMA_RETURN_IF_ERROR(platform::CheckSocketAccess(socket_path_));
   }
   return Status(FromGrpc(status.error_code()), status.error_message());
 }

@@ -1,5 +1,9 @@
 #include "platform/names.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <string>
 
 namespace mcdma::platform {
@@ -30,6 +34,15 @@ Status CheckUnixSocketPath(std::string_view path) {
                       " (sun_path), so every host does: choose a shorter path");
   }
   return Status::Ok();
+}
+
+Status CheckSocketAccess(const std::string& path) {
+  if (faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0 || errno != EACCES) {
+    return Status::Ok();
+  }
+  return Status(
+      Code::kPermissionDenied, Reason::kAccessDenied,
+      "cannot connect to " + path + ": permission denied (euid " + std::to_string(geteuid()) + ")");
 }
 
 }  // namespace mcdma::platform

@@ -27,6 +27,12 @@ Status CheckShmName(std::string_view name);
 // kInvalid naming the path, its length and the limit when `path` is empty
 // or longer than kMaxUnixSocketPathBytes.
 Status CheckUnixSocketPath(std::string_view path);
+// kPermissionDenied (Reason::kAccessDenied) naming the path and the euid
+// when this process may not connect to the socket at `path` (EACCES on it
+// or on a directory above it, e.g. /run/mcdma without group mcdma); OK
+// otherwise, a missing socket included. gRPC reports a refused connect
+// only in its error text, so callers ask this when a connect fails.
+Status CheckSocketAccess(const std::string& path);
 
 // The system service's socket: /run/mcdma/rpcd.sock on Linux (systemd's
 // RuntimeDirectory), /var/run/mcdma/rpcd.sock on macOS.
