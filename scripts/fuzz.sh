@@ -95,6 +95,7 @@ run_target() {
   local log=$work/log rc=0
   echo "fuzz.sh: $target for ${seconds}s (log: $log)"
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+    LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/fuzz/lsan.supp} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     nice -n 10 "${cmd[@]}" "${args[@]}" "$corpus" >"$log" 2>&1 || rc=$?
   summarize "$target" "$log" "$corpus"
