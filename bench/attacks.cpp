@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -228,7 +229,16 @@ std::string Three(double b, double d, double a, int decimals) {
 
 int Main(int argc, char** argv) {
   if (argc == 7 && std::string(argv[1]) == "attacker") {
-    return attacks::RunAttacker(argv[2], argv[3], argv[4], std::atoi(argv[5]), std::atoi(argv[6]));
+    int a = 0;
+    int b = 0;
+    const char* ea = argv[5] + strlen(argv[5]);
+    const char* eb = argv[6] + strlen(argv[6]);
+    if (std::from_chars(argv[5], ea, a).ptr != ea || std::from_chars(argv[6], eb, b).ptr != eb) {
+      fprintf(stderr, "mcdma_bench_attacks attacker: '%s' and '%s' must be integers\n", argv[5],
+              argv[6]);
+      return 2;
+    }
+    return attacks::RunAttacker(argv[2], argv[3], argv[4], a, b);
   }
   CLI::App app{
       "mcdma_bench_attacks: a well-behaved app's calls while hostile apps attack the daemon"};

@@ -180,7 +180,13 @@ std::unique_ptr<HostPair> HostPair::Fixed(LinkHost a, LinkHost b, std::string no
   return hosts;
 }
 
-HostPair::~HostPair() { RemoveNamespaces(); }
+HostPair::~HostPair() {
+  try {
+    RemoveNamespaces();
+  } catch (const std::exception& e) {
+    fprintf(stderr, "mcdma_bench_link: removing the namespaces failed: %s\n", e.what());
+  }
+}
 
 void HostPair::RemoveNamespaces() {
   if (down_argv_.empty()) return;

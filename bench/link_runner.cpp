@@ -87,6 +87,7 @@ class Runner {
     if (!sets.ok()) return BulkNotRun(key, write_label, read_label, sets.status().message(), false);
     auto rates = [&](const SampleSet& set) {
       std::vector<double> gbps;
+      gbps.reserve(set.nanos.size());
       for (uint64_t ns : set.nanos) gbps.push_back(static_cast<double>(plan_.bulk_bytes) / ns);
       return gbps;
     };

@@ -113,6 +113,7 @@ mcdma::Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   // Everything the child touches between fork and exec is prepared here:
   // after fork only async-signal-safe calls are allowed.
   std::vector<char*> argv;
+  argv.reserve(options.argv.size() + 1);
   for (const auto& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t parent = getpid();

@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 #include "link_roles.hpp"
@@ -76,7 +77,9 @@ int RunZmqServer(const LinkRoleOptions& options) {
   if (zmq_getsockopt(rep.get(), ZMQ_LAST_ENDPOINT, endpoint, &len) != 0)
     return FailRole(options, ZmqError("ZMQ_LAST_ENDPOINT"));
   const char* colon = strrchr(endpoint, ':');
-  SignalReadyPort(options.ready_fd, static_cast<uint16_t>(colon ? atoi(colon + 1) : 0));
+  uint16_t port = 0;
+  if (colon != nullptr) std::from_chars(colon + 1, colon + strlen(colon), port);
+  SignalReadyPort(options.ready_fd, port);
 
   zmq_msg_t msg;
   zmq_msg_init(&msg);

@@ -2,7 +2,9 @@
 # Usage: check-style.sh format|tidy [BUILD_DIR]
 # format: every C/C++ source matches .clang-format (prints the offenders).
 # tidy:   clang-tidy with .clang-tidy over the production sources, using
-#         BUILD_DIR/compile_commands.json; any finding fails.
+#         BUILD_DIR/compile_commands.json; any finding fails. The clang-tidy
+#         is the dev venv's pinned one (scripts/install-deps.sh), or
+#         $MCDMA_CLANG_TIDY; the checks' findings differ between versions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?format or tidy}
@@ -24,11 +26,14 @@ case "$mode" in
     exit $bad
     ;;
   tidy)
+    tidy=${MCDMA_CLANG_TIDY:-/opt/mcdma-dev/venv/bin/clang-tidy}
+    [ -x "$tidy" ] || { echo "tidy: $tidy not found (run scripts/install-deps.sh as root)" >&2; exit 1; }
+    echo "tidy: $("$tidy" --version | grep -m1 -o 'version [0-9.]*')"
     # The platform seam's darwin files need macOS's headers: ctest
     # Portability.MacOS compiles them; clang-tidy here cannot.
     files=$(sources | grep -E '^(common|driver|daemon|client|demo|bench|bindings)/.*\.cpp$' |
             grep -v '/platform/darwin/')
-    out=$(echo "$files" | xargs -P "${MCDMA_BUILD_JOBS:-2}" -n 4 clang-tidy -p "$build" --quiet 2>&1 |
+    out=$(echo "$files" | xargs -P "${MCDMA_BUILD_JOBS:-2}" -n 4 "$tidy" -p "$build" --quiet 2>&1 |
           grep -E '(warning|error):' || true)
     if [ -n "$out" ]; then
       echo "$out"

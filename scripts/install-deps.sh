@@ -6,15 +6,17 @@
 #   scripts/install-deps.sh --dry-run       # only list what is missing
 #
 # Idempotent: when every package is already installed (and the dev venv
-# below has zig and atheris) it exits at once, without touching the network
+# below has its pinned packages) it exits at once, without touching the network
 # (no apt-get update). Otherwise it runs apt-get update once and installs
 # only the missing packages, then creates what is missing of the dev venv.
 #
 # Dev venv: /opt/mcdma-dev/venv, made from Debian's /usr/bin/python3 with
 # --system-site-packages, holding PyPI's `ziglang` (zig's clang, the
 # cross-compiler of the macOS portability test, tests/portability/) and
-# `atheris` (the KV manifest's fuzzer, fuzz/fuzz_kv_manifest.py). Run zig
-# as: /opt/mcdma-dev/venv/bin/python -m ziglang c++ ...
+# `atheris` (the KV manifest's fuzzer, fuzz/fuzz_kv_manifest.py) and
+# `clang-tidy` (LLVM 22: it skips the matchers over system headers, which
+# makes ctest Style.ClangTidy about four times faster than Debian's 14).
+# Run zig as: /opt/mcdma-dev/venv/bin/python -m ziglang c++ ...
 # Exit codes: 0 done (or nothing to do), 1 failure, 2 usage.
 set -euo pipefail
 
@@ -30,6 +32,8 @@ PACKAGES=(
   # C++ libraries
   libboost-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libssl-dev
+  # the metrics endpoint (metrics_listen): Prometheus's C++ client
+  prometheus-cpp-dev
   # tests and benchmarks (mcdma_bench_link: ZeroMQ and iperf3 rows)
   libgtest-dev libgmock-dev libbenchmark-dev libzmq3-dev iperf3
   # demo and test scripts: `ip`/`rdma` (Soft-RoCE links), ps/pgrep, python,
@@ -37,8 +41,8 @@ PACKAGES=(
   iproute2 procps python3 openssl
   # the Soft-RoCE VM of the verbs tests (tests/verbs/vm.sh)
   qemu-system-x86 debootstrap cpio busybox-static zstd kmod
-  # format and lint (.clang-format, .clang-tidy)
-  clang-format clang-tidy
+  # format (.clang-format); clang-tidy comes from the dev venv below
+  clang-format
   # the fuzzers (fuzz/, scripts/fuzz.sh): clang 14 and its libFuzzer runtime
   clang libclang-rt-14-dev
   # Python bindings and tests (bindings/python, tests/python); xxHash for
@@ -49,6 +53,8 @@ PACKAGES=(
   # packaging: man pages from --help (packaging/manpages.cmake), the Debian
   # packages (scripts/build-debs.sh: dpkg-deb, dpkg-shlibdeps)
   help2man dpkg-dev
+  # the metrics test scrapes two daemons with a real Prometheus server
+  prometheus
 )
 
 # The dev venv with zig and atheris (see the top of this file). Never the
@@ -56,11 +62,11 @@ PACKAGES=(
 # zig brings a new clang and libc++, which may reject code the old one took;
 # bump it on purpose (and rerun ctest -L portability). atheris is pinned too:
 # its bundled libFuzzer decides what a run finds (bump it on purpose, and
-# rerun ctest -L fuzz).
+# rerun ctest -L fuzz). clang-tidy is pinned: a new one brings new checks
+# (bump it on purpose, and rerun ctest -R Style.ClangTidy).
 DEV_VENV=/opt/mcdma-dev/venv
 DEV_PYTHON=$DEV_VENV/bin/python
-ZIGLANG_VERSION=0.17.1
-ATHERIS_VERSION=3.0.0
+VENV_PINS=(ziglang==0.17.1 atheris==3.0.0 clang-tidy==22.1.8)
 
 venv_has() {
   [[ "$("$DEV_PYTHON" -c "import importlib.metadata as m; print(m.version('$1'))" \
@@ -68,8 +74,9 @@ venv_has() {
 }
 
 venv_ready() {
-  [[ -x "$DEV_PYTHON" ]] && venv_has ziglang "$ZIGLANG_VERSION" &&
-    venv_has atheris "$ATHERIS_VERSION"
+  [[ -x "$DEV_PYTHON" ]] || return 1
+  local pin
+  for pin in "${VENV_PINS[@]}"; do venv_has "${pin%%==*}" "${pin##*==}" || return 1; done
 }
 
 usage() {
@@ -116,7 +123,7 @@ venv_ready || venv_missing=1
 
 if (( ${#missing[@]} == 0 && ! venv_missing )); then
   echo "install-deps.sh: all ${#PACKAGES[@]} packages already installed and" \
-       "$DEV_VENV has ziglang $ZIGLANG_VERSION and atheris $ATHERIS_VERSION; nothing to do"
+       "$DEV_VENV has ${VENV_PINS[*]}; nothing to do"
   exit 0
 fi
 
@@ -124,8 +131,7 @@ if (( ${#missing[@]} > 0 )); then
   echo "install-deps.sh: ${#missing[@]} of ${#PACKAGES[@]} packages missing: ${missing[*]}"
 fi
 if (( venv_missing )); then
-  echo "install-deps.sh: $DEV_VENV is missing or lacks ziglang $ZIGLANG_VERSION" \
-       "or atheris $ATHERIS_VERSION"
+  echo "install-deps.sh: $DEV_VENV is missing or lacks one of ${VENV_PINS[*]}"
 fi
 if (( dry_run )); then
   exit 0
@@ -146,7 +152,6 @@ if (( venv_missing )); then
     run mkdir -p "$(dirname "$DEV_VENV")"
     run /usr/bin/python3 -m venv --system-site-packages "$DEV_VENV"
   fi
-  run "$DEV_PYTHON" -m pip install --disable-pip-version-check "ziglang==$ZIGLANG_VERSION" \
-    "atheris==$ATHERIS_VERSION"
+  run "$DEV_PYTHON" -m pip install --disable-pip-version-check "${VENV_PINS[@]}"
 fi
 echo "install-deps.sh: done"

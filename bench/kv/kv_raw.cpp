@@ -138,6 +138,7 @@ class Reader {
     uint64_t moved = 0;
     if (batch) {
       std::vector<mcdma::Transfer> pieces;
+      pieces.reserve(o_.layers);
       for (uint32_t i = 0; i < o_.layers; ++i)
         pieces.push_back({&local[i], 0, &remote[i], 0, o_.layer_bytes});
       MCDMA_ASSIGN_OR_RETURN(moved, c_.ReadBatch(pieces, timeout));

@@ -2,11 +2,14 @@
 
 #include <dirent.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "link_hosts.hpp"
 #include "link_orchestrator.hpp"
@@ -15,6 +18,27 @@
 namespace bench {
 
 namespace {
+
+// The numbers of one line of perftest's output, split on blanks and commas;
+// nullopt when a field is not a number.
+std::optional<std::vector<double>> Numbers(const std::string& line) {
+  std::vector<double> out;
+  const char* p = line.data();
+  const char* end = p + line.size();
+  while (p < end) {
+    if (*p == ' ' || *p == '\t' || *p == ',') {
+      ++p;
+      continue;
+    }
+    double v = 0;
+    auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || (next < end && *next != ' ' && *next != '\t' && *next != ','))
+      return std::nullopt;
+    out.push_back(v);
+    p = next;
+  }
+  return out;
+}
 
 constexpr auto kListenWait = std::chrono::seconds(30);
 constexpr auto kServerFinish = std::chrono::seconds(10);
@@ -192,10 +216,11 @@ mcdma::Result<std::vector<uint64_t>> ParseUnsortedLatency(const std::string& tex
   std::getline(lines, line);  // the header
   std::vector<uint64_t> nanos;
   while (std::getline(lines, line)) {
-    unsigned long number = 0;
-    double usec = 0;
-    if (sscanf(line.c_str(), "%lu, %lf", &number, &usec) != 2) break;
-    if (number != nanos.size() + 1 || !std::isfinite(usec) || usec < 0) {
+    auto fields = Numbers(line);
+    if (!fields || fields->size() != 2) break;
+    double number = (*fields)[0];
+    double usec = (*fields)[1];
+    if (number != static_cast<double>(nanos.size() + 1) || !std::isfinite(usec) || usec < 0) {
       return mcdma::Status(mcdma::Code::kInvalid, "unexpected sample line '" + line + "'");
     }
     nanos.push_back(static_cast<uint64_t>(std::llround(usec * 1000.0 * rtt_factor)));
@@ -217,12 +242,9 @@ mcdma::Result<double> ParseAverageBandwidth(const std::string& text, uint64_t ms
   std::string line;
   std::getline(lines, line);
   while (std::getline(lines, line)) {
-    unsigned long long bytes = 0;
-    unsigned long long iterations = 0;
-    double peak = 0;
-    double average = 0;
-    if (sscanf(line.c_str(), " %llu %llu %lf %lf", &bytes, &iterations, &peak, &average) == 4 &&
-        bytes == msg_bytes) {
+    auto fields = Numbers(line);
+    if (fields && fields->size() >= 4 && (*fields)[0] == static_cast<double>(msg_bytes)) {
+      double average = (*fields)[3];
       if (!(average > 0)) {
         return mcdma::Status(mcdma::Code::kInvalid, "average bandwidth is not positive: " + line);
       }

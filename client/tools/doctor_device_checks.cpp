@@ -5,6 +5,7 @@
 // commands (kmutil, rdma_ctl, ifconfig, ipconfig), never sysfs, ip(8) or
 // rdma(8), which a Mac does not have.
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 #include "doctor_checks.hpp"
@@ -28,6 +29,7 @@ std::string Join(const std::vector<std::string>& items, const char* sep = ", ") 
 
 std::vector<std::string> DeviceNames(const DevicesInput& devices) {
   std::vector<std::string> names;
+  names.reserve(devices.devices.size());
   for (const auto& d : devices.devices) names.push_back(d.name);
   return names;
 }
@@ -75,9 +77,13 @@ std::string PortNetdev(const verbs::PortInfo& port, const std::string& configure
 // "0000:...:ffff:0a00:0101" -> "10.0.1.1"; "" when not IPv4-mapped.
 std::string MappedIpv4(const std::string& gid) {
   if (!verbs::IsIpv4Mapped(gid)) return "";
+  // The last two groups: characters 30..33 and 35..38.
   unsigned a = 0;
   unsigned b = 0;
-  if (std::sscanf(gid.c_str() + 30, "%4x:%4x", &a, &b) != 2) return "";
+  const char* g = gid.c_str();
+  if (gid.size() < 39 || std::from_chars(g + 30, g + 34, a, 16).ptr != g + 34 ||
+      std::from_chars(g + 35, g + 39, b, 16).ptr != g + 39)
+    return "";
   return std::to_string(a >> 8) + "." + std::to_string(a & 0xff) + "." + std::to_string(b >> 8) +
          "." + std::to_string(b & 0xff);
 }
@@ -210,6 +216,7 @@ CheckResult CheckPortActive(const DoctorInputs& in) {
           check + " and that it has port " + std::to_string(o.verbs_port) + " (verbs.port)");
     }
     std::vector<std::string> nums;
+    nums.reserve(pick.device->ports.size());
     for (const auto& p : pick.device->ports) nums.push_back(std::to_string(p.num));
     return Judge("port_active", Verdict::kFail, pick.skip_reason,
                  pick.device->name + " has port(s) " + (nums.empty() ? "none" : Join(nums)),

@@ -127,7 +127,7 @@ void Engine::DropLink(uint64_t link_id, Code code, const std::string& why) {
   for (uint64_t cid : calls_.OnLink(link_id)) {
     std::optional<PendingCall> call = calls_.Take(cid);
     // A peer's call: nobody left to answer.
-    if (std::holds_alternative<SessionCaller>(call->caller))
+    if (call && std::holds_alternative<SessionCaller>(call->caller))
       (void)AnswerCaller(*call, code, AsBytes(msg));
   }
   transfers_.LinkGone(link_id, code, msg);
@@ -276,7 +276,8 @@ void Engine::OnFragment(EngineLink& l, uint32_t slot, uint32_t len) {
     FailLink(l, message.status().code(), message.status().message());
     return;
   }
-  if (*message) Dispatch(l, (*message)->header, (*message)->payload);
+  const auto& complete = *message;
+  if (complete) Dispatch(l, complete->header, complete->payload);
 }
 
 void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,

@@ -170,12 +170,14 @@ void Listener::Stop() {
 }
 
 void Listener::Run() {
+  if (!wake_) return;  // Create() sets it before the thread starts
+  platform::Wakeup& wake = *wake_;
   int64_t last_sweep = NowMs();
   while (!stop_.load(std::memory_order_acquire)) {
-    pollfd fds[2] = {{listen_.get(), POLLIN, 0}, {wake_->fd(), POLLIN, 0}};
+    pollfd fds[2] = {{listen_.get(), POLLIN, 0}, {wake.fd(), POLLIN, 0}};
     int n = poll(fds, 2, kSweepMs);
     if (stop_.load(std::memory_order_acquire)) break;
-    if (n > 0 && (fds[1].revents & POLLIN) != 0) wake_->Drain();
+    if (n > 0 && (fds[1].revents & POLLIN) != 0) wake.Drain();
     if (NowMs() - last_sweep >= kSweepMs) {
       std::lock_guard lock(mu_);
       SweepLocked();

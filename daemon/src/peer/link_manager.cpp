@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "driver/tcp/tcp_transport.hpp"
 #include "mcdma_internal/sys.hpp"
@@ -33,7 +34,15 @@ LinkManager::LinkManager(const Options& options, Engine& engine,
       instance_id_(RandomHex(16)),
       rpc_timeout_(std::chrono::milliseconds(options.link_timeout_ms)) {}
 
-LinkManager::~LinkManager() { Stop(v1::PEER_GOODBYE_REASON_SHUTDOWN); }
+LinkManager::~LinkManager() {
+  // Stop() is also called on the orderly path; here only what a failed
+  // start-up left (an exception from a destructor would terminate).
+  try {
+    Stop(v1::PEER_GOODBYE_REASON_SHUTDOWN);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "mcdma-rpcd: stopping the links failed: %s\n", e.what());
+  }
+}
 
 void LinkManager::Start() {
   (void)engine_.Run([this] {

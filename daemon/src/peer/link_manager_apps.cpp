@@ -86,8 +86,8 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
     std::lock_guard lock(mu_);
     for (auto* table : {&out_, &in_}) {
       auto it = table->find(peer);
-      if (it != table->end() && it->second->state == PeerState::kUp && it->second->transport)
-        transport = *it->second->transport;
+      if (it == table->end() || it->second->state != PeerState::kUp) continue;
+      if (const auto& up = it->second->transport) transport = *up;
     }
   }
   v1::PeerResolveExportRequest req;

@@ -25,7 +25,7 @@ inline std::string IpOfGrpcPeer(const std::string& peer) {
   }
   if (peer.rfind("ipv6:", 0) == 0) {
     rest = peer.substr(5);
-    for (auto [from, to] : {std::pair<std::string, std::string>{"%5B", "["}, {"%5D", "]"}}) {
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"%5B", "["}, {"%5D", "]"}}) {
       for (auto pos = rest.find(from); pos != std::string::npos; pos = rest.find(from))
         rest.replace(pos, from.size(), to);
     }
