@@ -2,7 +2,7 @@
 # Installs everything mcdma needs to build, test and run its demo on a fresh
 # Debian 12 (bookworm) machine. Run as root:
 #
-#   sudo scripts/install-deps.sh            # install what is missing
+#   scripts/install-deps.sh                 # as root: install what is missing
 #   scripts/install-deps.sh --dry-run       # only list what is missing
 #
 # Idempotent: when every package is already installed (and the dev venv
@@ -138,7 +138,7 @@ if (( dry_run )); then
 fi
 
 if (( EUID != 0 )); then
-  echo "install-deps.sh: must run as root to install packages (try: sudo $0)" >&2
+  echo "install-deps.sh: must run as root to install packages (as root, or with sudo where it is installed)" >&2
   exit 1
 fi
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "admin_client.hpp"
+#include "bench_cmd.hpp"
 #include "command.hpp"
 #include "doctor_cmd.hpp"
 #include "fabric_key_cmd.hpp"
@@ -67,7 +68,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
   CLI::App app{
       "mcdmactl: inspect the host's mcdma-rpcd (status, sessions, exports, buffers), manage its "
-      "links to peer hosts and its fabric key, check the host's setup (doctor)",
+      "links to peer hosts and its fabric key, check the host's setup (doctor), measure a link "
+      "(bench)",
       "mcdmactl"};
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("mcdmactl ") + MCDMA_VERSION_TEXT);
@@ -88,10 +90,12 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   AddCommands(app, options, chosen);
   // Commands that make their own way to the daemon: `fabric-key` never
   // talks to it (--socket and --timeout are accepted but unused); `doctor`
-  // may find its socket in the daemon's config and must run even without it.
+  // may find its socket in the daemon's config and must run even without it;
+  // `bench` opens an app session of its own.
   LocalCommand local;
   AddFabricKeyCommands(app, local);
   AddDoctorCommand(app, options.socket, options.timeout_ms, local);
+  AddBenchCommand(app, options.socket, options.timeout_ms, local);
 
   try {
     app.parse(argc, argv);

@@ -55,6 +55,18 @@ grpc::Status AdminService::Status(grpc::ServerContext*, const v1::StatusRequest*
     c->set_ok(s.ops[i].ok);
     c->set_failed(s.ops[i].failed);
     c->set_bytes(s.ops[i].bytes);
+    for (size_t code = 0; code < s.ops[i].by_code.size(); ++code) {
+      if (s.ops[i].by_code[code] == 0) continue;
+      auto* row = c->add_by_code();
+      row->set_code(CodeName(static_cast<Code>(code)));
+      row->set_count(s.ops[i].by_code[code]);
+    }
+    const LatencyHistogram& h = s.ops[i].latency;
+    v1::LatencyHistogram* lat = c->mutable_latency();
+    for (double bound : kLatencyBounds) lat->add_bounds_s(bound);
+    for (uint64_t n : h.counts) lat->add_counts(n);
+    lat->set_sum_s(h.sum_s);
+    lat->set_count(h.count);
   }
   out->set_invalid_descriptors(s.invalid_descriptors);
   out->set_ring_faults(s.ring_faults);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "admin_service.hpp"
+#include "metrics/metrics_endpoint.hpp"
 #include "budgets.hpp"
 #include "control_service.hpp"
 #include "driver/loop/loop_transport.hpp"
@@ -119,6 +120,10 @@ Status Daemon::StartAll() {
   // them and keeps accepting when descriptors run out (listener.hpp).
   control_listener_->Start(
       [server = server_.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+  if (!options_.metrics_listen.empty()) {
+    MCDMA_ASSIGN_OR_RETURN(metrics_, MetricsEndpoint::Start(options_.metrics_listen, *admin_));
+    log_->info("metrics on http://{}/metrics", metrics_->address());
+  }
   log_->info("mcdma-rpcd {} serving on {} as host '{}' (transports: loop{})", MCDMA_VERSION_TEXT,
              options_.socket, options_.host_id,
              peers_ ? std::string(engine_->has_verbs() ? ", verbs" : "") + ", tcp; peers on " +

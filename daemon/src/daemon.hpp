@@ -34,6 +34,7 @@ class Engine;
 class PeerPlane;
 class ControlService;
 class AdminService;
+class MetricsEndpoint;
 
 // Sets up spdlog loggers ("daemon", "engine", "control", "peer") at
 // `level`; loggers that exist already are left as they are.
@@ -85,6 +86,8 @@ class Daemon {
   std::unique_ptr<ControlService> control_;
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server, StopServer> server_;
+  // Calls admin_ from its own threads: stopped first.
+  std::unique_ptr<MetricsEndpoint> metrics_;
   std::optional<Watchdog> watchdog_;
   bool serving_ = false;  // Start completed
   bool drained_ = false;

@@ -237,7 +237,12 @@ class Engine {
   // `reason` goes in the event's `detail` (protocol §10.1).
   void Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
                 uint64_t bytes = 0, std::span<const std::byte> payload = {},
-                Reason reason = Reason::kNone);
+                Reason reason = Reason::kNone,
+                std::optional<Clock::time_point> started = std::nullopt);
+  // Counts one finished operation: ok/failed, bytes, its code and its
+  // latency since `started` (nullopt: the descriptor being handled now).
+  void CountDone(shm::Op op, Code code, uint64_t bytes,
+                 std::optional<Clock::time_point> started = std::nullopt);
   // A malformed descriptor (bad opcode, range, id): completes with `code`
   // and counts as an invalid descriptor.
   void Reject(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message);
@@ -351,6 +356,7 @@ class Engine {
   Clock::time_point last_sweep_;
 
   OpCounters op_stats_{};
+  Clock::time_point handling_since_{};  // when Handle() took the current descriptor
   uint64_t invalid_total_ = 0;
   uint64_t segment_unlink_failures_ = 0;
 };

@@ -90,7 +90,7 @@ Status Engine::AnswerCaller(const PendingCall& call, Code code, std::span<const 
     std::string why = "reply of " + std::to_string(payload.size()) +
                       " bytes is larger than the caller's arena (" +
                       std::to_string(caller->geometry().daemon_arena_bytes) + " bytes)";
-    Complete(*caller, op, from.tag, Code::kNoMemory, why);
+    Complete(*caller, op, from.tag, Code::kNoMemory, why, 0, {}, Reason::kNone, call.started);
     return Status(Code::kNoMemory, why);
   }
   uint64_t bytes = 0;
@@ -100,7 +100,7 @@ Status Engine::AnswerCaller(const PendingCall& call, Code code, std::span<const 
   }
   // A notify's ack carries no payload for the app; an error's is its message.
   Complete(*caller, op, from.tag, code, AsText(payload), bytes,
-           call.one_way() ? std::span<const std::byte>{} : payload, reason);
+           call.one_way() ? std::span<const std::byte>{} : payload, reason, call.started);
   return Status::Ok();
 }
 
@@ -139,9 +139,7 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
   if ((d.flags & shm::kFlagNoCompletion) == 0) {
     Complete(s, shm::Op::kNotify, d.tag, Code::kOk, {}, d.payload_len);
   } else {
-    auto& stats = op_stats_[static_cast<size_t>(shm::Op::kNotify)];
-    ++stats.ok;
-    stats.bytes += d.payload_len;
+    CountDone(shm::Op::kNotify, Code::kOk, d.payload_len);
   }
 }
 
@@ -179,9 +177,7 @@ void Engine::HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way,
                                     LinkServer{l->id, d.target, one_way, d.payload_len}, deadline});
     ++s.inflight;
   } else {
-    auto& stats = op_stats_[static_cast<size_t>(shm::Op::kNotify)];
-    ++stats.ok;
-    stats.bytes += d.payload_len;
+    CountDone(shm::Op::kNotify, Code::kOk, d.payload_len);
   }
   SendMessage(*l, h, s.AppPayload(d.payload_off, d.payload_len));
 }
@@ -226,7 +222,9 @@ void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
                 " is not pending for this session (timed out, or its caller went away)");
     return;
   }
-  PendingCall call = *calls_.Take(d.target);
+  std::optional<PendingCall> taken = calls_.Take(d.target);
+  if (!taken) return;  // Find() found it just above
+  PendingCall call = *taken;
   Status answered =
       AnswerCaller(call, static_cast<Code>(d.status), s.AppPayload(d.payload_off, d.payload_len));
   if (!answered.ok()) {
@@ -236,7 +234,7 @@ void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
   if ((d.flags & shm::kFlagNoCompletion) == 0) {
     Complete(s, shm::Op::kReply, d.tag, Code::kOk, {}, d.payload_len);
   } else {
-    ++op_stats_[static_cast<size_t>(shm::Op::kReply)].ok;
+    CountDone(shm::Op::kReply, Code::kOk, 0);
   }
 }
 
@@ -244,9 +242,10 @@ void Engine::OnReply(EngineLink& l, const link_wire::Header& h,
                      std::span<const std::byte> payload) {
   const PendingCall* pending = calls_.Find(h.id);
   if (pending == nullptr || !pending->served_on_link(l.id)) return;  // late
-  PendingCall call = *calls_.Take(h.id);
+  std::optional<PendingCall> call = calls_.Take(h.id);
+  if (!call) return;
   // A number this build does not know (a newer peer's) reads INTERNAL / NONE.
-  (void)AnswerCaller(call, CodeFromWire(h.status), payload, ReasonFromWire(h.reason));
+  (void)AnswerCaller(*call, CodeFromWire(h.status), payload, ReasonFromWire(h.reason));
 }
 
 }  // namespace mcdma::daemon

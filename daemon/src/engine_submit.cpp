@@ -52,6 +52,7 @@ bool Engine::ProcessSubmissions(Session& s) {
 }
 
 void Engine::Handle(Session& s, const shm::SubmitDesc& d, uint32_t index) {
+  handling_since_ = Clock::now();
   ++s.counters.submitted;
   if (d.opcode > static_cast<uint8_t>(shm::Op::kMaxOp)) {
     ++op_stats_[0].submitted;  // counted (and failed) as "nop": it did nothing
@@ -73,7 +74,7 @@ void Engine::Handle(Session& s, const shm::SubmitDesc& d, uint32_t index) {
       if ((d.flags & shm::kFlagNoCompletion) == 0)
         Complete(s, op, d.tag, Code::kOk, {});
       else
-        ++op_stats_[d.opcode].ok;
+        CountDone(op, Code::kOk, 0);
       break;
     case shm::Op::kCall:
       HandleCall(s, d, /*one_way=*/false);
@@ -94,17 +95,26 @@ void Engine::Handle(Session& s, const shm::SubmitDesc& d, uint32_t index) {
   }
 }
 
-void Engine::Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
-                      uint64_t bytes, std::span<const std::byte> payload, Reason reason) {
+void Engine::CountDone(shm::Op op, Code code, uint64_t bytes,
+                       std::optional<Clock::time_point> started) {
   auto& stats = op_stats_[static_cast<size_t>(op)];
   if (code == Code::kOk) {
     ++stats.ok;
     stats.bytes += bytes;
   } else {
     ++stats.failed;
-    // An error's payload is its message, so the app can say what was wrong.
-    if (payload.empty()) payload = AsBytes(message);
   }
+  if (static_cast<size_t>(code) < stats.by_code.size()) ++stats.by_code[static_cast<size_t>(code)];
+  std::chrono::duration<double> took = Clock::now() - started.value_or(handling_since_);
+  stats.latency.Observe(std::max(took.count(), 0.0));
+}
+
+void Engine::Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
+                      uint64_t bytes, std::span<const std::byte> payload, Reason reason,
+                      std::optional<Clock::time_point> started) {
+  CountDone(op, code, bytes, started);
+  // An error's payload is its message, so the app can say what was wrong.
+  if (code != Code::kOk && payload.empty()) payload = AsBytes(message);
   shm::EventDesc ev{};
   ev.kind = static_cast<uint8_t>(shm::EventKind::kCompletion);
   ev.op = static_cast<uint8_t>(op);
@@ -168,7 +178,7 @@ void Engine::HandleRelease(Session& s, const shm::SubmitDesc& d) {
                ", which is not a range the daemon delivered");
     return;
   }
-  ++op_stats_[static_cast<size_t>(shm::Op::kRelease)].ok;
+  CountDone(shm::Op::kRelease, Code::kOk, 0);
 }
 
 }  // namespace mcdma::daemon

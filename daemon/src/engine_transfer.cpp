@@ -280,7 +280,8 @@ void Engine::FinishTransfer(TransferOp& op) {
   if (s == nullptr || s->closing) return;
   --s->inflight;
   auto kind = op.is_read ? shm::Op::kRead : shm::Op::kWrite;
-  Complete(*s, kind, op.tag, op.error, op.error_detail, op.error == Code::kOk ? op.done : 0);
+  Complete(*s, kind, op.tag, op.error, op.error_detail, op.error == Code::kOk ? op.done : 0, {},
+           Reason::kNone, op.started);
 }
 
 }  // namespace mcdma::daemon

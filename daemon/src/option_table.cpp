@@ -85,6 +85,8 @@ const std::array kTable = {
     OptionSpec{"limits.max_connections_per_user", "--max-connections-per-user",
                &Options::max_connections_per_user,
                "control-socket connections one user may hold; 0: a quarter of max_connections"},
+    OptionSpec{"metrics_listen", "--metrics-listen", &Options::metrics_listen,
+               "Prometheus metrics over HTTP (GET /metrics), host:port; default: off"},
     OptionSpec{"fabric_key", "--fabric-key", &Options::fabric_key,
                "fabric key file (mode 0600; `mcdmactl fabric-key new` writes one); "
                "enables the peer service"},

@@ -91,6 +91,9 @@ struct Options {
   uint32_t drain_timeout_ms = 5000;            // SIGTERM: wait this long for in-flight work
   uint32_t attach_timeout_ms = 10000;          // unlink segments not mapped by then
 
+  // Prometheus metrics over HTTP (GET /metrics), host:port; empty: off.
+  std::string metrics_listen;
+
   // ---- Peers (links to other hosts) ----
   // Fabric key file (64 hex digits, mode 0600); empty: no peer plane.
   std::string fabric_key;

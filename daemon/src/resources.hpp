@@ -187,6 +187,7 @@ struct TransferOp {
   std::string error_detail;
   bool completed = false;  // the app has been told
   Clock::time_point deadline;
+  Clock::time_point started = Clock::now();  // for the latency histogram
 };
 
 }  // namespace mcdma::daemon

@@ -40,7 +40,11 @@ if [ ! -x "$build/daemon/mcdma-rpcd" ]; then echo "no mcdma-rpcd in build dir '$
 build=$(cd "$build" && pwd)
 py=${MCDMA_PYTHON:-$(sed -n 's/^MCDMA_PYTHON:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null)}
 py=${py:-/usr/bin/python3}
-export PYTHONPATH=$build/bindings/python${PYTHONPATH:+:$PYTHONPATH}
+# MCDMA_PYTHON_PACKAGE=installed: use the mcdma that $py has installed
+# (`pip install .`) instead of the build's.
+if [ "${MCDMA_PYTHON_PACKAGE:-build}" != installed ]; then
+  export PYTHONPATH=$build/bindings/python${PYTHONPATH:+:$PYTHONPATH}
+fi
 export PYTHONDONTWRITEBYTECODE=1
 # Skip (77) only when torch or the bindings are missing, not when they fail to load.
 if [ ! -x "$py" ]; then echo "SKIP: no Python interpreter at $py"; exit 77; fi

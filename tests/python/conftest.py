@@ -177,7 +177,8 @@ def client(connect):
 class TwoHosts:
     """host-a and host-b, linked (host-a dials host-b) and up."""
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, extra_a: Optional[List[str]] = None,
+                 extra_b: Optional[List[str]] = None) -> None:
         self.ctl = ctl_path()
         key = os.path.join(workdir, "fabric.key")
         subprocess.run([self.ctl, "fabric-key", "new", key], check=True, capture_output=True)
@@ -188,11 +189,13 @@ class TwoHosts:
         try:
             self.b = Daemon(workdir, "host-b", ["--host-id", "host-b", "--fabric-key", key,
                                                 "--listen", f"127.0.0.1:{pb}",
-                                                "--data-listen", f"127.0.0.1:{db}", *timing])
+                                                "--data-listen", f"127.0.0.1:{db}", *timing,
+                                                *(extra_b or [])])
             self.a = Daemon(workdir, "host-a", ["--host-id", "host-a", "--fabric-key", key,
                                                 "--listen", f"127.0.0.1:{pa}",
                                                 "--data-listen", f"127.0.0.1:{da}", *timing,
-                                                "--peer", f"host-b=127.0.0.1:{pb}"])
+                                                "--peer", f"host-b=127.0.0.1:{pb}",
+                                                *(extra_a or [])])
             self.wait_linked()
         except BaseException:
             # No teardown runs for a fixture that failed to set up. The

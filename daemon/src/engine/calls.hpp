@@ -49,6 +49,7 @@ struct PendingCall {
   CallCaller caller;
   CallServer server;
   Clock::time_point deadline;
+  Clock::time_point started = Clock::now();  // for the latency histogram
 
   // The link either side is on; 0 for a call between two sessions here.
   uint64_t link() const {

@@ -12,9 +12,29 @@
 
 #include "driver/transport.hpp"
 #include "engine/users.hpp"
+#include "mcdma/status.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
 
 namespace mcdma::daemon {
+
+// Operation latency buckets: upper bounds in seconds, 5 us to 10 s.
+inline constexpr std::array<double, 20> kLatencyBounds = {
+    5e-6, 1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
+    1e-2, 2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1.0,  2.5,  5.0,    10.0};
+
+struct LatencyHistogram {
+  std::array<uint64_t, kLatencyBounds.size() + 1> counts{};  // the last: past 10 s
+  double sum_s = 0;
+  uint64_t count = 0;
+
+  void Observe(double seconds) {
+    size_t i = 0;
+    while (i < kLatencyBounds.size() && seconds > kLatencyBounds[i]) ++i;
+    ++counts[i];
+    sum_s += seconds;
+    ++count;
+  }
+};
 
 // Per-operation counters: index by shm::Op.
 struct OpStats {
@@ -22,6 +42,8 @@ struct OpStats {
   uint64_t ok = 0;
   uint64_t failed = 0;
   uint64_t bytes = 0;
+  std::array<uint64_t, internal::kCodeCount> by_code{};  // completions, by Code's value
+  LatencyHistogram latency;
 };
 inline constexpr size_t kOpCount = static_cast<size_t>(shm::Op::kMaxOp) + 1;
 using OpCounters = std::array<OpStats, kOpCount>;

@@ -1,0 +1,93 @@
+// The Prometheus families built from Admin replies, written by
+// prometheus-cpp's TextSerializer: names, labels, types, histogram buckets.
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
+#include <string>
+
+#include "metrics/metric_families.hpp"
+
+namespace mcdma::daemon {
+namespace {
+
+std::string Text(const v1::StatusReply& s, const v1::LinksReply& l) {
+  return prometheus::TextSerializer().Serialize(MetricFamilies(s, l));
+}
+
+v1::StatusReply SampleStatus() {
+  v1::StatusReply s;
+  s.set_version("0.1.0");
+  s.set_host_id("host-a");
+  s.set_state("serving");
+  s.set_sessions(3);
+  auto* op = s.add_ops();
+  op->set_op("call");
+  op->set_submitted(12);
+  op->set_bytes(4096);
+  auto* ok = op->add_by_code();
+  ok->set_code("OK");
+  ok->set_count(10);
+  auto* nf = op->add_by_code();
+  nf->set_code("NOT_FOUND");
+  nf->set_count(2);
+  auto* lat = op->mutable_latency();
+  lat->add_bounds_s(1e-4);
+  lat->add_bounds_s(1e-3);
+  lat->add_counts(7);
+  lat->add_counts(4);
+  lat->add_counts(1);  // past the last bound
+  lat->set_count(12);
+  lat->set_sum_s(0.25);
+  s.mutable_budgets()->add_users()->set_uid(1000);
+  return s;
+}
+
+TEST(MetricFamilies, OperationsByOpAndCodeAndACumulativeHistogram) {
+  std::string text = Text(SampleStatus(), {});
+  EXPECT_NE(text.find("# TYPE mcdma_operations_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("mcdma_operations_total{op=\"call\",code=\"OK\"} 10"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mcdma_operations_total{op=\"call\",code=\"NOT_FOUND\"} 2"),
+            std::string::npos);
+  EXPECT_NE(text.find("mcdma_operations_submitted_total{op=\"call\"} 12"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_operation_bytes_total{op=\"call\"} 4096"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE mcdma_operation_duration_seconds histogram"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_operation_duration_seconds_bucket{op=\"call\",le=\"0.0001\"} 7"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mcdma_operation_duration_seconds_bucket{op=\"call\",le=\"0.001\"} 11"),
+            std::string::npos);
+  EXPECT_NE(text.find("mcdma_operation_duration_seconds_bucket{op=\"call\",le=\"+Inf\"} 12"),
+            std::string::npos);
+  EXPECT_NE(text.find("mcdma_operation_duration_seconds_count{op=\"call\"} 12"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_operation_duration_seconds_sum{op=\"call\"} 0.25"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_sessions 3"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_info{version=\"0.1.0\",host_id=\"host-a\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_user_sessions{uid=\"1000\"} 0"), std::string::npos);
+}
+
+TEST(MetricFamilies, LinksHaveOneStateSeriesPerStateAndTheirCounters) {
+  v1::LinksReply links;
+  auto* l = links.add_links();
+  l->set_peer("host-b");
+  l->set_state("reconnecting");
+  l->set_transport("tcp");
+  l->set_generation(4);
+  l->set_rtt_avg_us(250);
+  l->mutable_counters()->set_reconnects(3);
+  std::string text = Text(SampleStatus(), links);
+  EXPECT_NE(text.find("mcdma_link_state{peer=\"host-b\",state=\"reconnecting\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mcdma_link_state{peer=\"host-b\",state=\"up\"} 0"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_link_generation{peer=\"host-b\"} 4"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_link_reconnects_total{peer=\"host-b\"} 3"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_link_rtt_seconds{peer=\"host-b\"} 0.00025"), std::string::npos);
+  // Each family appears once, with one HELP and one TYPE line.
+  size_t first = text.find("# TYPE mcdma_link_state gauge");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_EQ(text.find("# TYPE mcdma_link_state gauge", first + 1), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mcdma::daemon
