@@ -128,9 +128,11 @@ int Serve(const BenchFlags& flags, const std::string& socket, std::ostream& out,
   }
   std::string who;
   for (const auto& a : allow) who += (who.empty() ? "" : ", ") + a;
+  // Flushed: the first line tells a script the responder is ready.
   out << "mcdma bench responder on " << (*client)->info().host_id << ": serving " << kBenchService
       << ", exporting " << kBenchExport << " (" << bytes << " bytes) to "
-      << (who.empty() ? "no peer (none linked; use --allow)" : who) << std::endl;
+      << (who.empty() ? "no peer (none linked; use --allow)" : who) << "\n"
+      << std::flush;
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGTERM, OnStopSignal);
   auto until = Clock::now() + std::chrono::seconds(flags.serve_seconds);

@@ -9,12 +9,12 @@
 #include <thread>
 
 #include "admin_service.hpp"
-#include "metrics/metrics_endpoint.hpp"
 #include "budgets.hpp"
 #include "control_service.hpp"
 #include "driver/loop/loop_transport.hpp"
 #include "engine.hpp"
 #include "mcdma_internal/fabric_key.hpp"
+#include "metrics/metrics_endpoint.hpp"
 #include "peer/peer_plane.hpp"
 #include "platform/process.hpp"
 #include "platform/service_manager.hpp"
