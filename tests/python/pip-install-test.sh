@@ -4,9 +4,9 @@
 #
 #   pip-install-test.sh BUILD
 #
-# The venv (BUILD/pip-venv) is made from Debian's /usr/bin/python3 with
-# --system-site-packages, so Debian's numpy, torch and pytest stay visible;
-# pip builds the package with scikit-build-core (pyproject.toml: this
+# The venv (a temporary directory, outside both trees) is made from
+# Debian's /usr/bin/python3 with --system-site-packages, so Debian's numpy,
+# torch and pytest stay visible; pip builds the package with scikit-build-core (pyproject.toml: this
 # project's CMake with MCDMA_CLIENT_ONLY=ON, component `python`), fetching
 # scikit-build-core and pybind11 from PyPI. Everything then runs from a
 # directory outside the source and build trees with no PYTHONPATH, against
@@ -15,9 +15,10 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: pip-install-test.sh BUILD}" && pwd)
-venv=$build/pip-venv
 log() { echo "pip-install-test: $*" >&2; }
-rm -rf "$venv"
+venv=$(mktemp -d /var/tmp/mcdma-pip-venv.XXXXXX)
+elsewhere=$(mktemp -d /tmp/mcdma-pip-test.XXXXXX)
+trap 'rm -rf "$venv" "$elsewhere"' EXIT
 /usr/bin/python3 -m venv --system-site-packages "$venv"
 log "pip install $src"
 "$venv/bin/pip" install --disable-pip-version-check --no-cache-dir "$src" >"$build/pip-install.log" 2>&1 || {
@@ -25,8 +26,6 @@ log "pip install $src"
   log "FAILED: pip install"
   exit 1
 }
-elsewhere=$(mktemp -d /tmp/mcdma-pip-test.XXXXXX)
-trap 'rm -rf "$elsewhere"' EXIT
 cd "$elsewhere"
 unset PYTHONPATH
 export PYTHONDONTWRITEBYTECODE=1
