@@ -35,6 +35,7 @@ class Mcdma < Formula
   depends_on "grpc"
   depends_on "openssl@3"
   depends_on "protobuf"
+  depends_on "prometheus-cpp"
   depends_on "spdlog"
   depends_on "tomlplusplus"
   depends_on "xxhash"

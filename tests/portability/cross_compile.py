@@ -103,6 +103,7 @@ THIRD_PARTY = (
     "fmt",         # spdlog's formatter (SPDLOG_FMT_EXTERNAL)
     "toml++",      # daemon configuration
     "CLI",         # CLI11, command lines of mcdma-rpcd and mcdmactl
+    "prometheus",  # prometheus-cpp, the daemon's metrics endpoint
     "xxhash.h",    # bindings: the KV hand-off's layer checksums
     "pybind11",    # bindings
     # rdma-core's verbs headers. A Mac's real <infiniband/verbs.h> would come
