@@ -84,36 +84,46 @@ LinkView ViewLink(AdminClient& admin, const std::string& peer) {
   return {"no link", 0};
 }
 
-int Serve(const BenchFlags& flags, const std::string& socket, std::ostream& out,
+// The bench's own app session; null (the error printed after `who`) when
+// the daemon does not take it.
+std::unique_ptr<Client> ConnectApp(const std::string& socket, int timeout_ms, const char* who,
+                                   std::ostream& err) {
+  ClientOptions options;
+  options.socket = socket;
+  options.app_name = "mcdmactl-bench";
+  options.connect_timeout = std::chrono::milliseconds(timeout_ms);
+  auto client = Client::Connect(options);
+  if (!client.ok()) {
+    err << who << ": " << client.status().ToString() << '\n';
+    return nullptr;
+  }
+  return std::move(*client);
+}
+
+int Serve(const BenchFlags& flags, const std::string& socket, int timeout_ms, std::ostream& out,
           std::ostream& err) {
   uint64_t bytes = 0;
   if (!ParseByteSize(flags.buffer, bytes)) {
     err << "mcdmactl bench: --buffer '" << flags.buffer << "' is not a size (4096, 64K, 1M)\n";
     return kExitUsage;
   }
-  ClientOptions options;
-  options.socket = socket;
-  options.app_name = "mcdmactl-bench";
-  auto client = Client::Connect(options);
-  if (!client.ok()) {
-    err << "mcdmactl bench --serve: " << client.status().ToString() << '\n';
-    return kExitFailure;
-  }
+  std::unique_ptr<Client> client = ConnectApp(socket, timeout_ms, "mcdmactl bench --serve", err);
+  if (!client) return kExitFailure;
   std::vector<std::string> allow = flags.allow;
   if (allow.empty()) {
-    AdminClient admin(socket, std::chrono::milliseconds(5000));
+    AdminClient admin(socket, std::chrono::milliseconds(timeout_ms));
     auto links = admin.ListLinks();
     if (links.ok())
       for (const auto& l : links->links()) allow.push_back(l.peer());
   }
   auto served =
-      (*client)->Serve(kBenchService, [](ServerCall& call) { (void)call.Reply(call.payload()); });
+      client->Serve(kBenchService, [](ServerCall& call) { (void)call.Reply(call.payload()); });
   if (!served.ok()) {
     err << "mcdmactl bench --serve: serving " << kBenchService << ": " << served.status().ToString()
         << '\n';
     return kExitFailure;
   }
-  auto buffer = (*client)->Alloc(bytes);
+  auto buffer = client->Alloc(bytes);
   if (!buffer.ok()) {
     err << "mcdmactl bench --serve: " << buffer.status().ToString() << '\n';
     return kExitFailure;
@@ -122,14 +132,14 @@ int Serve(const BenchFlags& flags, const std::string& socket, std::ostream& out,
   ex.allow_read = true;
   ex.allow_write = true;
   ex.allowed_peers = allow;
-  if (Status st = (*client)->Export(*buffer, kBenchExport, ex); !st.ok()) {
+  if (Status st = client->Export(*buffer, kBenchExport, ex); !st.ok()) {
     err << "mcdmactl bench --serve: exporting " << kBenchExport << ": " << st.ToString() << '\n';
     return kExitFailure;
   }
   std::string who;
   for (const auto& a : allow) who += (who.empty() ? "" : ", ") + a;
   // Flushed: the first line tells a script the responder is ready.
-  out << "mcdma bench responder on " << (*client)->info().host_id << ": serving " << kBenchService
+  out << "mcdma bench responder on " << client->info().host_id << ": serving " << kBenchService
       << ", exporting " << kBenchExport << " (" << bytes << " bytes) to "
       << (who.empty() ? "no peer (none linked; use --allow)" : who) << "\n"
       << std::flush;
@@ -234,18 +244,11 @@ int Run(const BenchFlags& flags, const std::string& socket, int timeout_ms, std:
       return kExitFailure;
     }
   }
-  ClientOptions options;
-  options.socket = socket;
-  options.app_name = "mcdmactl-bench";
-  options.connect_timeout = std::chrono::milliseconds(timeout_ms);
-  auto client = Client::Connect(options);
-  if (!client.ok()) {
-    err << "mcdmactl bench: " << client.status().ToString() << '\n';
-    return kExitFailure;
-  }
+  std::unique_ptr<Client> client = ConnectApp(socket, timeout_ms, "mcdmactl bench", err);
+  if (!client) return kExitFailure;
   AdminClient admin(socket, std::chrono::milliseconds(timeout_ms));
-  Target t{client->get(), {}, {}, flags.peer + "/" + kBenchService};
-  auto remote = (*client)->Resolve(kBenchExport, flags.peer);
+  Target t{client.get(), {}, {}, flags.peer + "/" + kBenchService};
+  auto remote = client->Resolve(kBenchExport, flags.peer);
   if (!remote.ok()) {
     err << "mcdmactl bench: no responder on '" << flags.peer << "' (resolving " << kBenchExport
         << ": " << remote.status().ToString() << "); run `mcdmactl bench --serve` there first\n";
@@ -262,14 +265,14 @@ int Run(const BenchFlags& flags, const std::string& socket, int timeout_ms, std:
         << " (start it with a larger --buffer)\n";
     return kExitUsage;
   }
-  auto local = (*client)->Alloc(need);
+  auto local = client->Alloc(need);
   if (!local.ok()) {
     err << "mcdmactl bench: " << local.status().ToString() << '\n';
     return kExitFailure;
   }
   t.local = *local;
 
-  BenchReport report{(*client)->info().host_id, flags.peer, {}};
+  BenchReport report{client->info().host_id, flags.peer, {}};
   Progress progress;
   bool failed = false;
   std::signal(SIGINT, OnStopSignal);
@@ -363,7 +366,7 @@ void AddBenchCommand(CLI::App& app, const std::string& socket, const int& timeou
                                  flags->serve ? "--serve takes no PEER" : "give PEER, or --serve");
     }
     chosen = [flags, &socket, &timeout_ms](std::ostream& out, std::ostream& err) {
-      return flags->serve ? Serve(*flags, socket, out, err)
+      return flags->serve ? Serve(*flags, socket, timeout_ms, out, err)
                           : Run(*flags, socket, timeout_ms, out, err);
     };
   });

@@ -9,7 +9,7 @@
 namespace mcdma::tools {
 namespace {
 
-bool IsBandwidth(const BenchRow& row) { return row.test.size() > 3 && row.test.ends_with("_bw"); }
+bool IsBandwidth(const BenchRow& row) { return row.test.ends_with("_bw"); }
 
 double Percentile(const std::vector<uint64_t>& sorted, double p) {
   if (sorted.empty()) return 0;

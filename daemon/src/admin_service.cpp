@@ -52,8 +52,8 @@ grpc::Status AdminService::Status(grpc::ServerContext*, const v1::StatusRequest*
     auto* c = out->add_ops();
     c->set_op(kOpNames[i]);
     c->set_submitted(s.ops[i].submitted);
-    c->set_ok(s.ops[i].ok);
-    c->set_failed(s.ops[i].failed);
+    c->set_ok(s.ops[i].ok());
+    c->set_failed(s.ops[i].failed());
     c->set_bytes(s.ops[i].bytes);
     for (size_t code = 0; code < s.ops[i].by_code.size(); ++code) {
       if (s.ops[i].by_code[code] == 0) continue;

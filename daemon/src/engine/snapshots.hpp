@@ -39,11 +39,12 @@ struct LatencyHistogram {
 // Per-operation counters: index by shm::Op.
 struct OpStats {
   uint64_t submitted = 0;
-  uint64_t ok = 0;
-  uint64_t failed = 0;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;                                    // of successful operations
   std::array<uint64_t, internal::kCodeCount> by_code{};  // completions, by Code's value
   LatencyHistogram latency;
+
+  uint64_t ok() const { return by_code[static_cast<size_t>(Code::kOk)]; }
+  uint64_t failed() const { return latency.count - ok(); }  // every completion is observed
 };
 inline constexpr size_t kOpCount = static_cast<size_t>(shm::Op::kMaxOp) + 1;
 using OpCounters = std::array<OpStats, kOpCount>;
