@@ -100,7 +100,10 @@ in_root mcdmactl --version >&2 || fail "mcdmactl --version"
 in_root mcdma-rpcd --check --config /etc/mcdma/rpcd.toml >&2 || fail "mcdma-rpcd --check of the installed config"
 in_root sh -c 'cd / && python3 -c "import mcdma; print(\"import mcdma:\", mcdma.__version__, mcdma.__file__)"' >&2 ||
   fail "import mcdma"
-in_root ldconfig -p | grep -q 'libmcdma.so.1 ' || fail "ldconfig does not know libmcdma.so.1"
+# Not `ldconfig -p | grep -q`: under pipefail, grep leaving at its first
+# match can kill ldconfig with SIGPIPE and fail a library that is there.
+ldcache=$(in_root ldconfig -p) || fail "ldconfig -p"
+grep -F 'libmcdma.so.1 ' <<<"$ldcache" >/dev/null || fail "ldconfig does not know libmcdma.so.1"
 [ -f "$root/usr/lib/cmake/mcdma/mcdmaConfig.cmake" ] || [ -n "$(find "$root/usr/lib" -path '*cmake/mcdma/mcdmaConfig.cmake')" ] ||
   fail "no CMake package"
 log "chroot: packages installed and checked"

@@ -88,7 +88,7 @@ for _ in $(seq 120); do
   sleep 0.5
 done
 if [ "$new" != "$pid" ] && [ "$new" != 0 ] && [ "$(prop NRestarts)" -gt "$restarts" ] &&
-   journalctl -u "$unit" -o cat | grep -q 'Watchdog timeout'; then
+   journalctl -u "$unit" -o cat | grep -F 'Watchdog timeout' >/dev/null; then
   ok watchdog "restarted: $pid -> $new, NRestarts $(prop NRestarts)"
 else
   bad watchdog "MainPID $pid -> $new, NRestarts $restarts -> $(prop NRestarts)"
