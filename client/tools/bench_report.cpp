@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "render.hpp"
+
 namespace mcdma::tools {
 namespace {
 
@@ -21,23 +23,6 @@ std::string Fixed(double v, int decimals) {
   char buf[64];
   snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 }  // namespace

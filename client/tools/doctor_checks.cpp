@@ -13,11 +13,6 @@ namespace {
 
 constexpr uint64_t kMemlockHeadroom = 64ull << 20;
 
-CheckResult Judge(const char* id, Verdict verdict, std::string summary, std::string detail = "",
-                  std::string fix = "") {
-  return CheckResult{id, verdict, std::move(summary), std::move(detail), std::move(fix)};
-}
-
 // "needs 96.0 MiB = max(peers, 1) (1) x 2 x ...": how MemlockNeeded got its
 // number, for the memlock checks of both platforms.
 std::string MemlockFormula(const daemon::Options& o) {

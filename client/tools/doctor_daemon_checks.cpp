@@ -11,11 +11,6 @@
 namespace mcdma::tools::doctor {
 namespace {
 
-CheckResult Judge(const char* id, Verdict verdict, std::string summary, std::string detail = "",
-                  std::string fix = "") {
-  return CheckResult{id, verdict, std::move(summary), std::move(detail), std::move(fix)};
-}
-
 bool Mac(const DoctorInputs& in) { return in.host_os == platform::Os::kMacOS; }
 
 std::string RestartCommand(const DoctorInputs& in) {

@@ -17,11 +17,6 @@ using text::Join;
 using text::Lower;
 using text::StartsWith;
 
-CheckResult Judge(const char* id, Verdict verdict, std::string summary, std::string detail = "",
-                  std::string fix = "") {
-  return CheckResult{id, verdict, std::move(summary), std::move(detail), std::move(fix)};
-}
-
 std::vector<std::string> WithPrefix(const std::vector<std::string>& names, const char* prefix) {
   std::vector<std::string> out;
   for (const auto& n : names) {

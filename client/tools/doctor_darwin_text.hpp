@@ -1,5 +1,6 @@
-// Small text helpers shared by the macOS parsers and checks
-// (doctor_darwin.cpp, doctor_darwin_checks.cpp); internal to them.
+// Small text helpers of the doctor's checks: the macOS parsers and checks
+// (doctor_darwin.cpp, doctor_darwin_checks.cpp) and the device checks;
+// internal to mcdmactl.
 //
 // Threads: plain functions on values.
 #pragma once

@@ -9,23 +9,14 @@
 #include <cstdio>
 
 #include "doctor_checks.hpp"
+#include "doctor_darwin_text.hpp"
 #include "render.hpp"
 
 namespace mcdma::tools::doctor {
 namespace {
 
 namespace verbs = driver::verbs;
-
-CheckResult Judge(const char* id, Verdict verdict, std::string summary, std::string detail = "",
-                  std::string fix = "") {
-  return CheckResult{id, verdict, std::move(summary), std::move(detail), std::move(fix)};
-}
-
-std::string Join(const std::vector<std::string>& items, const char* sep = ", ") {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : sep) + item;
-  return out;
-}
+using text::Join;
 
 std::vector<std::string> DeviceNames(const DevicesInput& devices) {
   std::vector<std::string> names;

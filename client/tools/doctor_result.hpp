@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace mcdma::tools::doctor {
 
@@ -21,5 +22,11 @@ struct CheckResult {
   std::string detail;   // what was seen and why it matters; may be empty
   std::string fix;      // for warn and fail: what to do; else empty
 };
+
+// A check's result, as every check writes it.
+inline CheckResult Judge(const char* id, Verdict verdict, std::string summary,
+                         std::string detail = "", std::string fix = "") {
+  return CheckResult{id, verdict, std::move(summary), std::move(detail), std::move(fix)};
+}
 
 }  // namespace mcdma::tools::doctor

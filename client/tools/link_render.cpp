@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "render.hpp"
 #include "table.hpp"
 
 namespace mcdma::tools {
@@ -13,8 +14,6 @@ namespace {
 
 // Longest LAST ERROR cell; the full text is in --json.
 constexpr size_t kLastErrorWidth = 48;
-
-std::string Num(uint64_t value) { return std::to_string(value); }
 
 std::string Micros(double us) {
   char text[32];

@@ -13,7 +13,6 @@
 namespace mcdma::tools {
 namespace {
 
-std::string Num(uint64_t value) { return std::to_string(value); }
 std::string YesNo(bool value) { return value ? "yes" : "no"; }
 
 std::string Access(bool read, bool write) {
@@ -116,6 +115,8 @@ std::string JsonString(const std::string& s) {
   }
   return out + "\"";
 }
+
+std::string Num(uint64_t value) { return std::to_string(value); }
 
 std::string FormatBytes(uint64_t bytes) {
   static constexpr std::array<const char*, 6> kUnits = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

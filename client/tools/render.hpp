@@ -38,6 +38,8 @@ Status WriteJson(const google::protobuf::Message& message, std::ostream& out);
 // A JSON string literal: quotes, backslashes and control characters escaped.
 std::string JsonString(const std::string& s);
 std::string FormatBytes(uint64_t bytes);
+// A decimal integer.
+std::string Num(uint64_t value);
 std::string FormatDuration(double seconds);
 std::string FormatMiB(uint64_t bytes);
 

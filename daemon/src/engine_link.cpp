@@ -17,7 +17,7 @@ namespace {
 constexpr uint64_t kSendTag = 1ULL << 62;
 constexpr uint64_t kRecvTag = 1ULL << 61;
 constexpr uint64_t kSlotMask = (1ULL << 32) - 1;
-constexpr size_t kPollBatch = 32;
+constexpr size_t kLinkPollBatch = 32;
 // Unsent bytes a link may queue while its peer grants no receive credit;
 // beyond it the peer is treated as gone (it is not taking data).
 constexpr uint64_t kMaxBacklogBytes = 256ULL << 20;
@@ -229,7 +229,7 @@ bool Engine::ProgressLinks() {
   link_pending_.store(false);
   if (links_.empty()) return false;
   bool did = false;
-  driver::WorkCompletion wcs[kPollBatch];
+  driver::WorkCompletion wcs[kLinkPollBatch];
   for (auto& [id, lp] : links_) {
     EngineLink& l = *lp;
     size_t n = l.failed ? 0 : l.conn->Poll(wcs);

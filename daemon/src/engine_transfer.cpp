@@ -13,7 +13,7 @@ namespace {
 // Pieces in flight per transfer: enough to pipeline, few enough that
 // concurrent transfers share the queue.
 constexpr uint32_t kPiecesInFlightPerOp = 8;
-constexpr size_t kPollBatch = 16;
+constexpr size_t kTransferPollBatch = 16;
 }  // namespace
 
 void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
@@ -258,7 +258,7 @@ bool Engine::ProgressTransfers() {
     }
     did |= PostTransferPieces(op);
   }
-  driver::WorkCompletion wcs[kPollBatch];
+  driver::WorkCompletion wcs[kTransferPollBatch];
   size_t n = local_->Poll(wcs);
   for (size_t i = 0; i < n; ++i) OnTransferCompletion(wcs[i], /*over_link=*/false);
   did |= n > 0;

@@ -3,11 +3,10 @@
 #include "daemon_fixture.hpp"
 #include "mcdma/client.hpp"
 #include "pattern.hpp"
+#include "test_util.hpp"
 
 namespace mcdma::itest {
 namespace {
-
-constexpr uint64_t kMiB = 1 << 20;
 
 class Exports : public DaemonTest {
  protected:

@@ -77,17 +77,13 @@ std::vector<KillCase> AllCases() {
 
 constexpr int kThreads = 3;
 constexpr uint64_t kRegion = 256 << 10;  // bytes per read or write
-constexpr int64_t kOpTimeoutMs = 3000;
+constexpr int64_t kMatrixOpTimeoutMs = 3000;
 // How long past its deadline an operation may take to end: libmcdma gives
 // up on a silent daemon 2 s past the deadline.
-constexpr int64_t kSlackMs = 2500;
+constexpr int64_t kMatrixSlackMs = 2500;
 const Millis kWait(20000);
 
 using SteadyClock = std::chrono::steady_clock;
-int64_t MsSince(SteadyClock::time_point t) {
-  return std::chrono::duration_cast<Millis>(SteadyClock::now() - t).count();
-}
-
 std::string Header() {
   std::ostringstream os;
   os << std::left << std::setw(8) << "victim" << std::setw(11) << "side" << std::setw(8)
@@ -160,7 +156,7 @@ class KillMatrix : public TwoHostsBase, public ::testing::WithParamInterface<Kil
             "--threads",      std::to_string(kThreads),
             "--region-bytes", std::to_string(kRegion),
             "--seed",         "11",
-            "--timeout-ms",   std::to_string(kOpTimeoutMs)};
+            "--timeout-ms",   std::to_string(kMatrixOpTimeoutMs)};
   }
 
   std::string LoadStatus() {
@@ -268,7 +264,7 @@ TEST_P(KillMatrix, SurvivorsRecoverVerifiedWithNothingLeftOrStuck) {
           seen = LoadStatus();
           return Field(seen, "pre_inflight") == 0u;
         },
-        Millis(kOpTimeoutMs + kSlackMs), Millis(100));
+        Millis(kMatrixOpTimeoutMs + kMatrixSlackMs), Millis(100));
     EXPECT_TRUE(ended) << "operations in flight at the kill did not end in time: " << seen;
     row.stuck += Field(seen, "pre_inflight").value_or(0);
   }
@@ -339,7 +335,7 @@ TEST_P(KillMatrix, SurvivorsRecoverVerifiedWithNothingLeftOrStuck) {
 
   // ---- the survivors' accounts ----
   load_->CloseStdin();
-  auto summary = load_->WaitForPrefix("{", Millis(kOpTimeoutMs + 15000));
+  auto summary = load_->WaitForPrefix("{", Millis(kMatrixOpTimeoutMs + 15000));
   ASSERT_TRUE(summary.has_value()) << "the load app did not finish\n" << load_->Describe();
   EXPECT_TRUE(ExitedWith(load_->WaitExit(Millis(10000)), 0)) << load_->Describe();
   std::cerr << "load: " << *summary << "\n";
@@ -371,7 +367,7 @@ TEST_P(KillMatrix, SurvivorsRecoverVerifiedWithNothingLeftOrStuck) {
   } else if (c.side == Side::kTarget) {
     EXPECT_GT(pre_total + post_total, 0u) << "the load app never saw the kill: " << *summary;
   }
-  EXPECT_LE(IntField(*summary, "max_overrun_ms").value_or(0), kSlackMs) << *summary;
+  EXPECT_LE(IntField(*summary, "max_overrun_ms").value_or(0), kMatrixSlackMs) << *summary;
   row.verified_bytes = verify_bytes + Field(*summary, "verified_bytes").value_or(0);
   server_->CloseStdin();
   auto served = server_->WaitForPrefix("{", Millis(15000));
@@ -389,7 +385,7 @@ TEST_P(KillMatrix, SurvivorsRecoverVerifiedWithNothingLeftOrStuck) {
           inflight = st ? st->inflight() : 1;
           return inflight == 0;
         },
-        Millis(kOpTimeoutMs + kSlackMs), Millis(100));
+        Millis(kMatrixOpTimeoutMs + kMatrixSlackMs), Millis(100));
     EXPECT_TRUE(idle) << h->id << " still has " << inflight << " operations in flight";
     row.stuck += idle ? 0 : inflight;
   }

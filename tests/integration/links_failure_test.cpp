@@ -176,15 +176,6 @@ class LinkFailure : public TwoHosts {
 
 using SteadyClock = std::chrono::steady_clock;
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-int64_t MsSince(SteadyClock::time_point t) {
-  return std::chrono::duration_cast<Millis>(SteadyClock::now() - t).count();
-}
-
 TEST_P(LinkFailure, KilledPeerFailsInFlightOpsThenLinkComesBack) {
   ASSERT_NO_FATAL_FAILURE(StartWorld());
   const uint64_t gen0 = Generation(a(), "host-b");

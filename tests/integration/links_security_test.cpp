@@ -14,15 +14,6 @@
 namespace mcdma::itest {
 namespace {
 
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 bool Mentions(const std::string& text, std::initializer_list<const char*> words) {
   std::string l = Lower(text);
   return std::any_of(words.begin(), words.end(),

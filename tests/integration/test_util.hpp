@@ -1,13 +1,29 @@
 // Small helpers shared by the integration tests: reading the testapp's
-// result lines.
+// result lines, sizes, elapsed time, lower case.
 #pragma once
 
+#include <cctype>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <regex>
 #include <string>
 
 namespace mcdma::itest {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+// Milliseconds since t on the steady clock.
+inline int64_t MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+inline std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
 
 // The unsigned integer value of "key":N (or key=N) in a line; nullopt if absent.
 inline std::optional<uint64_t> Field(const std::string& line, const std::string& key) {

@@ -7,6 +7,7 @@
 // test that dies takes them with it even without PR_SET_PDEATHSIG.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -55,5 +56,12 @@ int RunPeerLoad(const Args& args);
 int RunPeerRaw(const Args& args);
 int RunResilientServe(const Args& args);
 int RunResilientLoad(const Args& args);
+
+// The steady clock in nanoseconds: the roles' timestamps and durations.
+inline int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace mcdma::itest

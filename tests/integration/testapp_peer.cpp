@@ -39,11 +39,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
-      .count();
-}
-
 // Text safe inside a JSON string (diagnostics only: quotes and control
 // characters become spaces).
 std::string JsonSafe(const std::string& text) {

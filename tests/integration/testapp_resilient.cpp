@@ -41,11 +41,6 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 constexpr auto kRetry = std::chrono::milliseconds(50);
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
-      .count();
-}
-
 // One session and what the role set up on it. Members in creation order:
 // the buffers go before the client.
 struct Conn {
