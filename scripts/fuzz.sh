@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh list               the targets, one a line
 #   scripts/fuzz.sh build              configure build-asan/, build the fuzzers only
 #   scripts/fuzz.sh TARGET SECONDS     fuzz TARGET for SECONDS
-#   scripts/fuzz.sh all SECONDS        fuzz every target for SECONDS each
+#   scripts/fuzz.sh all SECONDS [JOBS] fuzz every target for SECONDS each,
+#                                      JOBS at a time (default 1; one core each)
 #
 # build-asan/ is the ASan+UBSan tree of scripts/sanitize.sh (clang,
 # MCDMA_FUZZ=ON: coverage counters and sanitizers on every target), of which
@@ -89,7 +90,7 @@ run_target() {
       die "atheris not found in $venv_python's venv (run scripts/install-deps.sh)"
     cmd=("$venv_python" "$root/fuzz/fuzz_kv_manifest.py")
   else
-    build_fuzzers
+    [[ -n "${MCDMA_FUZZ_BUILT:-}" ]] || build_fuzzers
     cmd=("$build/fuzz/fuzz_$target")
   fi
   local log=$work/log rc=0
@@ -110,9 +111,26 @@ case "${1:-}" in
   list) printf '%s\n' "${targets[@]}" ;;
   build) build_fuzzers ;;
   all)
-    (( $# == 2 )) || { usage >&2; exit 2; }
+    (( $# == 2 || $# == 3 )) || { usage >&2; exit 2; }
+    jobs=${3:-1}
+    [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: JOBS must be a positive number" >&2; exit 2; }
+    # Built once here, so that the runs below only read the tree.
+    build_fuzzers
+    export MCDMA_FUZZ_BUILT=1
     failed=()
-    for t in "${targets[@]}"; do run_target "$t" "$2" || failed+=("$t"); done
+    declare -A running=()  # pid -> target
+    reap_one() {
+      local pid
+      wait -n -p pid "${!running[@]}" || failed+=("${running[$pid]}")
+      unset "running[$pid]"
+    }
+    for t in "${targets[@]}"; do
+      while (( ${#running[@]} >= jobs )); do reap_one; done
+      # Each run's output as one block when it ends (runs overlap).
+      (out=$(run_target "$t" "$2" 2>&1); rc=$?; echo "$out"; exit $rc) &
+      running[$!]=$t
+    done
+    while (( ${#running[@]} > 0 )); do reap_one; done
     if (( ${#failed[@]} > 0 )); then
       echo "fuzz.sh: findings in: ${failed[*]}" >&2
       exit 1
