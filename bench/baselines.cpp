@@ -95,12 +95,6 @@ mcdma::Status WriteAll(int fd, const std::byte* data, size_t size) {
 
 namespace {
 
-int Fail(const RoleOptions& options, const mcdma::Status& status) {
-  fprintf(stderr, "%s %s: %s\n", options.program.c_str(), options.role.c_str(),
-          status.message().c_str());
-  return 1;
-}
-
 // gRPC's reply owns its bytes; the harness reads them through bytes().
 struct OwnedReply {
   std::string payload;

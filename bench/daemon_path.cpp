@@ -23,16 +23,6 @@ mcdma::Result<std::unique_ptr<mcdma::Client>> ConnectWithRetry(const RoleOptions
   }
 }
 
-namespace {
-
-int Fail(const RoleOptions& options, const mcdma::Status& status) {
-  fprintf(stderr, "%s %s: %s\n", options.program.c_str(), options.role.c_str(),
-          status.ToString().c_str());
-  return 1;
-}
-
-}  // namespace
-
 int RunDaemonServer(const RoleOptions& options) {
   auto client = ConnectWithRetry(options, "mcdma_bench_local-server");
   if (!client.ok()) return Fail(options, client.status());

@@ -42,6 +42,14 @@ struct RoleOptions {
   int run_limit_ms = 120000;  // the longest a child lives; servers idle this long at most
 };
 
+// A role's failure: "PROGRAM ROLE: CODE: message" on stderr; returns its
+// exit code, 1.
+inline int Fail(const RoleOptions& options, const mcdma::Status& status) {
+  fprintf(stderr, "%s %s: %s\n", options.program.c_str(), options.role.c_str(),
+          status.ToString().c_str());
+  return 1;
+}
+
 // A reply view for mechanisms whose reply lives in a buffer they own.
 struct ByteView {
   std::span<const std::byte> view;

@@ -11,16 +11,15 @@
 
 #include "doctor_checks.hpp"
 #include "mcdma_internal/fabric_key.hpp"
+#include "mcdmactl_doctor_darwin_test_support.hpp"
 
 namespace mcdma::tools::doctor {
 namespace {
 
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using darwin_test::Has;
 
 // Defaults, a daemon that answers with peering on and no links yet.
-DoctorInputs HealthyHost() {
+DoctorInputs HealthyDaemonHost() {
   DoctorInputs in;
   EXPECT_TRUE(daemon::Validate(in.config.options).ok());
   in.config.options.verbs_interface = "veth0";
@@ -55,7 +54,7 @@ class DoctorKeyFile : public ::testing::Test {
 };
 
 TEST_F(DoctorKeyFile, SkipsWithoutAKeyAndFailsOnGroupReadableKey) {
-  DoctorInputs in = HealthyHost();
+  DoctorInputs in = HealthyDaemonHost();
   CheckResult r = CheckFabricKey(in);
   EXPECT_EQ(r.verdict, Verdict::kSkip);
   EXPECT_EQ(r.summary, "no fabric key: the peer service is off");
@@ -76,7 +75,7 @@ TEST_F(DoctorKeyFile, SkipsWithoutAKeyAndFailsOnGroupReadableKey) {
 
 TEST_F(DoctorKeyFile, WarnsWhenTheDaemonRunsWithAnotherKey) {
   ASSERT_TRUE(WriteNewFabricKey(path_, false).ok());
-  DoctorInputs in = HealthyHost();
+  DoctorInputs in = HealthyDaemonHost();
   in.config.options.fabric_key = path_;
   in.fabric_key = Load();
   in.daemon.links.set_fabric_key_fingerprint(in.fabric_key.fingerprint);
@@ -91,7 +90,7 @@ TEST_F(DoctorKeyFile, WarnsWhenTheDaemonRunsWithAnotherKey) {
 }
 
 TEST(DoctorChecks, UnreachableDaemonFailsAndSkipsPeers) {
-  DoctorInputs in = HealthyHost();
+  DoctorInputs in = HealthyDaemonHost();
   EXPECT_EQ(CheckDaemon(in).verdict, Verdict::kOk);
   EXPECT_EQ(CheckDaemon(in).summary, "mcdma-rpcd 0.1.0 answers on /run/mcdma/rpcd.sock");
   in.daemon.status = Status(Code::kUnavailable, "failed to connect to all addresses");
@@ -107,7 +106,7 @@ TEST(DoctorChecks, UnreachableDaemonFailsAndSkipsPeers) {
 }
 
 TEST(DoctorChecks, EachLinkIsJudgedByItsState) {
-  DoctorInputs in = HealthyHost();
+  DoctorInputs in = HealthyDaemonHost();
   ASSERT_EQ(CheckPeers(in)[0].summary, "no links");
   auto* up = in.daemon.links.add_links();
   up->set_peer("spark-2");
@@ -141,7 +140,7 @@ TEST(DoctorChecks, EachLinkIsJudgedByItsState) {
 
 // The fix follows the refusal's reason, whatever its text says.
 TEST(DoctorChecks, ARefusedLinksFixFollowsItsReason) {
-  DoctorInputs in = HealthyHost();
+  DoctorInputs in = HealthyDaemonHost();
   auto* refused = in.daemon.links.add_links();
   refused->set_peer("spark-3");
   refused->set_state("refused");
@@ -157,7 +156,7 @@ TEST(DoctorChecks, ARefusedLinksFixFollowsItsReason) {
 }
 
 TEST(DoctorChecks, DifferentMtusOnAVerbsLinkWarn) {
-  DoctorInputs in = HealthyHost();
+  DoctorInputs in = HealthyDaemonHost();
   auto* link = in.daemon.links.add_links();
   link->set_peer("spark-2");
   link->set_state("up");
@@ -180,7 +179,7 @@ TEST(DoctorChecks, DifferentMtusOnAVerbsLinkWarn) {
 }
 
 TEST(DoctorBudgets, OkWhenNothingIsNearItsLimit) {
-  DoctorInputs in = HealthyHost();
+  DoctorInputs in = HealthyDaemonHost();
   v1::Budgets* b = in.daemon.reply.mutable_budgets();
   b->set_max_open_files(1024);
   b->set_open_files(40);
@@ -193,7 +192,7 @@ TEST(DoctorBudgets, OkWhenNothingIsNearItsLimit) {
 }
 
 TEST(DoctorBudgets, NamesTheLimitThatWasHitAndTheBusiestSource) {
-  DoctorInputs in = HealthyHost();
+  DoctorInputs in = HealthyDaemonHost();
   v1::Budgets* b = in.daemon.reply.mutable_budgets();
   b->set_max_open_files(256);
   b->set_open_files(252);
@@ -217,7 +216,7 @@ TEST(DoctorBudgets, NamesTheLimitThatWasHitAndTheBusiestSource) {
 }
 
 TEST(DoctorBudgets, SkipsWhenTheDaemonDoesNotAnswer) {
-  DoctorInputs in = HealthyHost();
+  DoctorInputs in = HealthyDaemonHost();
   in.daemon.status = Status(Code::kUnavailable, "connection refused");
   EXPECT_EQ(CheckBudgets(in).verdict, Verdict::kSkip);
 }

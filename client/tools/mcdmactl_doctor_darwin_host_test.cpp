@@ -25,13 +25,8 @@ namespace verbs = driver::verbs;
 
 using darwin_test::Data;
 using darwin_test::Has;
+using darwin_test::Interfaces;
 using darwin_test::Ran;
-
-std::vector<InterfaceAddress> Interfaces(const std::string& file) {
-  auto parsed = ParseInterfaceList(Data(file));
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
-  return parsed.ok() ? parsed.value() : std::vector<InterfaceAddress>{};
-}
 
 // A healthy Mac: mcrdma0 (ConnectX-5) and rdma_en2 (Thunderbolt), the kext
 // loaded, RDMA over Thunderbolt enabled, the bridge off, launchd's memlock

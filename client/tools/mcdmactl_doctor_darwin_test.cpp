@@ -19,6 +19,7 @@ namespace {
 
 using darwin_test::Data;
 using darwin_test::Has;
+using darwin_test::Interfaces;
 using darwin_test::Ran;
 
 CommandOutput NotFound(const std::string& command, const std::string& tool) {
@@ -26,12 +27,6 @@ CommandOutput NotFound(const std::string& command, const std::string& tool) {
   c.command = command;
   c.status = Status(Code::kNotFound, tool + " not found in /usr/bin, /usr/sbin, /bin, /sbin");
   return c;
-}
-
-std::vector<InterfaceAddress> Interfaces(const std::string& file) {
-  auto parsed = ParseInterfaceList(Data(file));
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
-  return parsed.ok() ? parsed.value() : std::vector<InterfaceAddress>{};
 }
 
 // The context of a Mac whose devices are `devices`, the daemon using the

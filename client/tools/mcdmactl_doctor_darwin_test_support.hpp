@@ -1,5 +1,6 @@
-// What the Mac doctor tests share: recorded outputs from
-// tests/unit/data/darwin/ and commands that "ran".
+// What the doctor tests share: a substring check (all of them), and for the
+// Mac checks recorded outputs from tests/unit/data/darwin/, the interface
+// lists parsed from them and commands that "ran".
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "doctor_darwin.hpp"
 
@@ -35,6 +37,13 @@ inline CommandOutput Ran(const std::string& command, const std::string& out, int
   c.out = out;
   c.err = err;
   return c;
+}
+
+// The interface list parsed from the recorded file NAME.
+inline std::vector<InterfaceAddress> Interfaces(const std::string& name) {
+  auto parsed = ParseInterfaceList(Data(name));
+  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+  return parsed.ok() ? parsed.value() : std::vector<InterfaceAddress>{};
 }
 
 }  // namespace mcdma::tools::doctor::darwin_test

@@ -12,15 +12,14 @@
 #include <vector>
 
 #include "doctor_checks.hpp"
+#include "mcdmactl_doctor_darwin_test_support.hpp"
 
 namespace mcdma::tools::doctor {
 namespace {
 
 namespace verbs = driver::verbs;
 
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using darwin_test::Has;
 
 std::vector<verbs::DeviceInfo> RxeDevices() {
   std::ifstream file(std::string(MCDMA_TEST_DATA_DIR) + "/rxe_veth.sysfs");
