@@ -2,7 +2,8 @@
 # Usage: check-style.sh format|tidy [BUILD_DIR]
 # format: every C/C++ source matches .clang-format (prints the offenders).
 # tidy:   clang-tidy with .clang-tidy over the production sources, using
-#         BUILD_DIR/compile_commands.json; any finding fails. The clang-tidy
+#         BUILD_DIR/compile_commands.json (one entry per source, also of a
+#         unity build: scripts/compile-db.py); any finding fails. The clang-tidy
 #         is the dev venv's pinned one (scripts/install-deps.sh), or
 #         $MCDMA_CLANG_TIDY; the checks' findings differ between versions.
 set -euo pipefail
@@ -33,7 +34,8 @@ case "$mode" in
     # Portability.MacOS compiles them; clang-tidy here cannot.
     files=$(sources | grep -E '^(common|driver|daemon|client|demo|bench|bindings)/.*\.cpp$' |
             grep -v '/platform/darwin/')
-    out=$(echo "$files" | xargs -P "${MCDMA_BUILD_JOBS:-2}" -n 4 "$tidy" -p "$build" --quiet 2>&1 |
+    /usr/bin/python3 scripts/compile-db.py "$build"
+    out=$(echo "$files" | xargs -P "${MCDMA_BUILD_JOBS:-2}" -n 4 "$tidy" -p "$build/compile-db" --quiet 2>&1 |
           grep -E '(warning|error):' || true)
     if [ -n "$out" ]; then
       echo "$out"

@@ -6,10 +6,10 @@
 #   scripts/sanitize.sh test address [CTEST_ARG...] run the ASan+UBSan suite
 #   scripts/sanitize.sh test thread [CTEST_ARG...]  run the TSan suite
 #
-# Both are unity builds (CMAKE_UNITY_BUILD: a target's sources compiled a
-# few at a time as one translation unit): a third less time than one
-# compile per file (build-asan/ from scratch on 2 cores: 5.7 instead of 8.5
-# minutes); the normal build/ compiles each file alone.
+# Both are unity builds, as build/ is (scripts/build.sh; CMAKE_UNITY_BUILD:
+# a target's sources compiled a few at a time as one translation unit): a
+# third less time than one compile per file (build-asan/ from scratch on 2
+# cores: 5.7 instead of 8.5 minutes).
 #
 # build-asan/ is the project compiled with clang, ASan+UBSan
 # (-fno-sanitize-recover=undefined) and the

@@ -27,7 +27,8 @@ Which TUs
 
 Flags
     Each TU's -I/-isystem/-iquote/-D/-U/-include flags come from
-    BUILD/compile_commands.json (the build sets CMAKE_EXPORT_COMPILE_COMMANDS),
+    BUILD/compile_commands.json (the build sets CMAKE_EXPORT_COMPILE_COMMANDS;
+    of a unity build, one entry per source: scripts/compile-db.py),
     so the include dirs, the generated protobuf/gRPC headers (BUILD/proto/gen)
     and definitions such as MCDMA_VERSION are exactly the Linux build's (the
     test fails, saying so, while those generated headers are missing). A TU
@@ -339,9 +340,17 @@ def zig_env(workdir):
 
 # ---------------------------------------------------------------- flags
 
+def per_file_db(build):
+    """BUILD/compile-db/compile_commands.json, one entry per source file even
+    in a unity build (scripts/compile-db.py writes it from CMake's)."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "compile-db.py"
+    subprocess.run([sys.executable, str(script), str(build)], check=True)
+    return build / "compile-db" / "compile_commands.json"
+
+
 def load_compile_db(build):
-    """{absolute source path: argv} from BUILD/compile_commands.json."""
-    with open(build / "compile_commands.json") as f:
+    """{absolute source path: argv} from the build's per-file database."""
+    with open(per_file_db(build)) as f:
         entries = json.load(f)
     db = {}
     for entry in entries:
@@ -478,7 +487,7 @@ def compile_tu(zig, target, flags, tu, root, env):
 
 def stale_compile_db_note(root, build):
     """A note when a CMakeLists.txt is newer than the compile database."""
-    db_time = (build / "compile_commands.json").stat().st_mtime
+    db_time = per_file_db(build).stat().st_mtime
     lists = [root / "CMakeLists.txt"] + [p for folder in FOLDERS + ("proto",)
                                          for p in (root / folder).rglob("CMakeLists.txt")]
     newer = [p.relative_to(root) for p in lists if p.stat().st_mtime > db_time]
