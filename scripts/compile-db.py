@@ -30,10 +30,10 @@ def expand(entries):
         if "Unity" not in unity.parts or not unity.name.startswith("unity_"):
             out.append(entry)
             continue
+        obj = unity.name + ".o"  # the unity object: each source names its own
         for source in INCLUDE.findall(unity.read_text()):
             one = dict(entry)
             one["file"] = source
-            obj = unity.name + ".o"  # the unity object: each source names its own
             own = Path(source).name + ".o"
             if "command" in one:
                 one["command"] = one["command"].replace(str(unity), source).replace(obj, own)

@@ -487,7 +487,7 @@ def compile_tu(zig, target, flags, tu, root, env):
 
 def stale_compile_db_note(root, build):
     """A note when a CMakeLists.txt is newer than the compile database."""
-    db_time = per_file_db(build).stat().st_mtime
+    db_time = (build / "compile_commands.json").stat().st_mtime
     lists = [root / "CMakeLists.txt"] + [p for folder in FOLDERS + ("proto",)
                                          for p in (root / folder).rglob("CMakeLists.txt")]
     newer = [p.relative_to(root) for p in lists if p.stat().st_mtime > db_time]
