@@ -6,7 +6,7 @@
 //
 // Run from the repository root after `scripts/fuzz.sh build`:
 //   build-asan/fuzz/fuzz_make_corpus fuzz
-// (fuzz/make_kv_corpus.py writes the KV manifest's corpus.)
+// (The KV manifest's seeds are recorded messages; docs/fuzzing.md.)
 #include <array>
 #include <cstdio>
 #include <cstring>

@@ -17,13 +17,11 @@
 # campaigns of many runs. It prints the executions and coverage at the end,
 # and exits 1 on a crash, leak or timeout, leaving the input under
 # build-asan/crashes/TARGET/.
-# kv_manifest is Python (atheris, in the dev venv of scripts/install-deps.sh).
 # Exit codes: 0 no finding, 1 a finding or a failure, 2 usage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=$root/build-asan
-venv_python=/opt/mcdma-dev/venv/bin/python
 targets=(submit tcp_frames link_wire verbs_wire peer options fabric_key kv_manifest)
 
 usage() {
@@ -85,14 +83,8 @@ run_target() {
               -max_len=8192 -artifact_prefix="$crashes/")
   [[ -f "$root/fuzz/dict/$target.dict" ]] && args+=(-dict="$root/fuzz/dict/$target.dict")
   local cmd
-  if [[ $target == kv_manifest ]]; then
-    [[ -x "$venv_python" ]] && "$venv_python" -c 'import atheris' 2>/dev/null ||
-      die "atheris not found in $venv_python's venv (run scripts/install-deps.sh)"
-    cmd=("$venv_python" "$root/fuzz/fuzz_kv_manifest.py")
-  else
-    [[ -n "${MCDMA_FUZZ_BUILT:-}" ]] || build_fuzzers
-    cmd=("$build/fuzz/fuzz_$target")
-  fi
+  [[ -n "${MCDMA_FUZZ_BUILT:-}" ]] || build_fuzzers
+  cmd=("$build/fuzz/fuzz_$target")
   local log=$work/log rc=0
   echo "fuzz.sh: $target for ${seconds}s (log: $log)"
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \

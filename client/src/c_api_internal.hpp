@@ -73,6 +73,10 @@ mcdma_code ReadConnectOptions(const char* fn, const mcdma_connect_options* in,
 mcdma_code ReadOpOptions(const char* fn, const mcdma_op_options* in, mcdma_op_options* out);
 mcdma_code ReadExportOptions(const char* fn, const mcdma_export_options* in,
                              mcdma_export_options* out);
+mcdma_code ReadKvExportOptions(const char* fn, const mcdma_kv_export_options* in,
+                               mcdma_kv_export_options* out);
+mcdma_code ReadKvImportOptions(const char* fn, const mcdma_kv_import_options* in,
+                               mcdma_kv_import_options* out);
 // Copies this library's `full` session info into the caller's struct as far
 // as its struct_size reaches; MCDMA_INVALID on a malformed struct_size.
 mcdma_code WriteSessionInfo(const char* fn, const mcdma_session_info& full,

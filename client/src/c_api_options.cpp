@@ -52,6 +52,24 @@ constexpr FieldSpan kExportFields[] = {
     MCDMA_FIELD(mcdma_export_options, length),
     MCDMA_FIELD(mcdma_export_options, ttl_ms),
 };
+constexpr FieldSpan kKvExportFields[] = {
+    MCDMA_FIELD(mcdma_kv_export_options, struct_size),
+    MCDMA_FIELD(mcdma_kv_export_options, allowed_peers),
+    MCDMA_FIELD(mcdma_kv_export_options, allowed_peer_count),
+    MCDMA_FIELD(mcdma_kv_export_options, checksum),
+    MCDMA_FIELD(mcdma_kv_export_options, ttl_ms),
+};
+constexpr FieldSpan kKvImportFields[] = {
+    MCDMA_FIELD(mcdma_kv_import_options, struct_size),
+    MCDMA_FIELD(mcdma_kv_import_options, expect_json),
+    MCDMA_FIELD(mcdma_kv_import_options, token_digest),
+    MCDMA_FIELD(mcdma_kv_import_options, deadline_ms),
+    MCDMA_FIELD(mcdma_kv_import_options, open_wait_ms),
+    MCDMA_FIELD(mcdma_kv_import_options, verify),
+    MCDMA_FIELD(mcdma_kv_import_options, buffer_count),
+    MCDMA_FIELD(mcdma_kv_import_options, buffers),
+    MCDMA_FIELD(mcdma_kv_import_options, pool),
+};
 constexpr FieldSpan kSessionFields[] = {
     MCDMA_FIELD(mcdma_session_info, struct_size),
     MCDMA_FIELD(mcdma_session_info, session_id),
@@ -83,6 +101,8 @@ static_assert(Complete(kConnectFields, sizeof(mcdma_connect_options)));
 static_assert(Complete(kOpFields, sizeof(mcdma_op_options)));
 static_assert(Complete(kExportFields, sizeof(mcdma_export_options)));
 static_assert(Complete(kSessionFields, sizeof(mcdma_session_info)));
+static_assert(Complete(kKvExportFields, sizeof(mcdma_kv_export_options)));
+static_assert(Complete(kKvImportFields, sizeof(mcdma_kv_import_options)));
 
 std::string Where(const char* fn, const char* type) { return std::string(fn) + ": " + type; }
 
@@ -162,6 +182,38 @@ mcdma_code ReadExportOptions(const char* fn, const mcdma_export_options* in,
   for (uint32_t i = 0; i < out->allowed_peer_count; ++i) {
     if (out->allowed_peers[i] == nullptr) {
       return Bad(Where(fn, "mcdma_export_options") + ".allowed_peers[" + std::to_string(i) +
+                 "] is NULL");
+    }
+  }
+  return MCDMA_OK;
+}
+
+mcdma_code ReadKvExportOptions(const char* fn, const mcdma_kv_export_options* in,
+                               mcdma_kv_export_options* out) {
+  mcdma_kv_export_options_init(out);
+  mcdma_code c = ReadSized(fn, "mcdma_kv_export_options", kKvExportFields, in, out);
+  if (c != MCDMA_OK) return c;
+  if (out->allowed_peers == nullptr && out->allowed_peer_count != 0)
+    return Bad(Where(fn, "mcdma_kv_export_options") + ".allowed_peers is NULL");
+  for (uint32_t i = 0; i < out->allowed_peer_count; ++i) {
+    if (out->allowed_peers[i] == nullptr) {
+      return Bad(Where(fn, "mcdma_kv_export_options") + ".allowed_peers[" + std::to_string(i) +
+                 "] is NULL");
+    }
+  }
+  return MCDMA_OK;
+}
+
+mcdma_code ReadKvImportOptions(const char* fn, const mcdma_kv_import_options* in,
+                               mcdma_kv_import_options* out) {
+  mcdma_kv_import_options_init(out);
+  mcdma_code c = ReadSized(fn, "mcdma_kv_import_options", kKvImportFields, in, out);
+  if (c != MCDMA_OK) return c;
+  if (out->buffers == nullptr && out->buffer_count != 0)
+    return Bad(Where(fn, "mcdma_kv_import_options") + ".buffers is NULL");
+  for (uint32_t i = 0; i < out->buffer_count; ++i) {
+    if (out->buffers[i] == nullptr) {
+      return Bad(Where(fn, "mcdma_kv_import_options") + ".buffers[" + std::to_string(i) +
                  "] is NULL");
     }
   }

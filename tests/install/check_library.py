@@ -6,7 +6,7 @@ Usage: check_library.py LIBRARY MCDMA_H ABI_VERSION [EXPORTS_DARWIN]
 - objdump -p: the SONAME is libmcdma.so.<ABI_VERSION>.
 - nm -D: every exported symbol is public API: a C function that mcdma.h
   declares, or a C++ symbol of the public classes and functions of
-  mcdma/client.hpp and mcdma/status.hpp (nothing of mcdma::internal but
+  mcdma/client.hpp, mcdma/kv.hpp and mcdma/status.hpp (nothing of mcdma::internal but
   ValueOfError, which Result's inline code calls; nothing of the standard
   library, gRPC, protobuf or the project's static libraries).
 - every function mcdma.h declares is exported.
@@ -22,6 +22,8 @@ import subprocess
 import sys
 
 CXX_ALLOWED = [
+    r"mcdma::kv::(Export|Import|BufferPool)::",
+    r"mcdma::kv::(CheckId|StateName|Checksum)\(",
     r"mcdma::(Client|Message|Buffer|ServerCall|Status)::",
     r"mcdma::Future<(mcdma::Message|unsigned long)>::",
     r"mcdma::(DefaultSocketPath|DefaultClientSocketPath)\[abi:cxx11\]\(\)$",

@@ -14,13 +14,15 @@ namespace {
 
 // The wire numbers in use: appending a code changes these, renumbering must not.
 constexpr uint16_t kCodeCount = 16;
-constexpr uint16_t kReasonCount = 14;
+constexpr uint16_t kReasonCount = 20;
 static_assert(static_cast<uint16_t>(kMaxCode) + 1 == kCodeCount);
 static_assert(static_cast<uint16_t>(kMaxReason) + 1 == kReasonCount);
 static_assert(IsKnownCode(15) && !IsKnownCode(16) && !IsKnownCode(UINT64_MAX));
 static_assert(CodeFromWire(8) == Code::kLinkDown && CodeFromWire(16) == Code::kInternal);
 static_assert(ReasonFromWire(1) == Reason::kNoSuchService &&
-              ReasonFromWire(13) == Reason::kNameReserved && ReasonFromWire(14) == Reason::kNone);
+              ReasonFromWire(13) == Reason::kNameReserved &&
+              ReasonFromWire(19) == Reason::kHandoffChecksum &&
+              ReasonFromWire(20) == Reason::kNone);
 
 TEST(Status, CodeNamesRoundTrip) {
   std::set<std::string> names;
@@ -92,6 +94,12 @@ TEST(Status, ReasonNamesRoundTripAndKeepTheirNumbers) {
   EXPECT_EQ(static_cast<uint16_t>(Reason::kBacklogFull), 11);
   EXPECT_EQ(static_cast<uint16_t>(Reason::kUserQuota), 12);
   EXPECT_EQ(static_cast<uint16_t>(Reason::kNameReserved), 13);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kHandoffManifest), 14);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kHandoffDigest), 15);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kHandoffExpired), 16);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kHandoffRevoked), 17);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kHandoffProducerGone), 18);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kHandoffChecksum), 19);
   for (uint16_t i = 0; i < kReasonCount; ++i) {
     auto r = static_cast<Reason>(i);
     EXPECT_EQ(ReasonFromName(ReasonName(r)), r);

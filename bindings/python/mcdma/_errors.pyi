@@ -43,6 +43,12 @@ class Reason(enum.IntEnum):
     BACKLOG_FULL = 11
     USER_QUOTA = 12
     NAME_RESERVED = 13
+    HANDOFF_MANIFEST = 14
+    HANDOFF_DIGEST = 15
+    HANDOFF_EXPIRED = 16
+    HANDOFF_REVOKED = 17
+    HANDOFF_PRODUCER_GONE = 18
+    HANDOFF_CHECKSUM = 19
 
 class Error(Exception):
     """Base class of every mcdma error."""

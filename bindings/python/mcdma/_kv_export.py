@@ -1,25 +1,25 @@
 """The producer side of a KV hand-off: ``KVExport`` (see mcdma.kv).
 
+The protocol runs in libmcdma (``mcdma::kv::Export``, mcdma/kv.hpp):
+consumers' calls are answered in C++ on the client's library thread,
+without the GIL, so a busy Python engine never delays them. One lock there
+orders publication against consumer registration, so every consumer learns
+of every published layer exactly once.
+
 Threading: ``publish_layer``, ``revoke`` and ``close`` may be called from
-any thread; consumers' calls arrive on the client's handler thread. One
-lock orders publication against consumer registration, so every consumer
-learns of every published layer exactly once: in its ``open`` reply, or in
-a notification sent after it registered.
+any thread.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from . import _kv_wire as wire
+from . import _mcdma
 from ._client import Client
-from ._errors import Error, Invalid, Timeout
-from ._mcdma import Buffer, CallInfo, checksum
-
-_log = logging.getLogger("mcdma.kv")
+from ._errors import AlreadyExists, Error, OutOfRange
+from ._mcdma import Buffer
 
 Layer = Union[Buffer, Any]  # an mcdma.Buffer, or a contiguous CPU numpy array / torch tensor
 
@@ -70,62 +70,35 @@ class KVExport:
     it expires (None: until closed). ``checksum``: publish each layer's
     XXH3-64 so consumers can verify it.
 
-    Raises ValueError for a bad id, layer or manifest, and mcdma errors when
-    the service or an export cannot be made (``AlreadyExists``: the id is
-    in use on this host).
+    Raises ValueError for a bad id, layer or manifest, TypeError for a
+    manifest that is not JSON, and mcdma errors when the service or an
+    export cannot be made (``AlreadyExists``: the id is in use on this host).
     """
 
     def __init__(self, client: Client, handoff_id: str, layers: Sequence[Layer],
                  manifest: Dict[str, Any], *, allowed_peers: Iterable[str] = (),
                  ttl: Optional[float] = 600.0, checksum: bool = True) -> None:
-        self._client = client
         self._id = wire.check_id(handoff_id)
         if not layers:
             raise ValueError("KVExport: no layers")
+        manifest_json = wire.encode(dict(manifest)).decode()  # JSON, or TypeError now
         self._sources: List[Optional[memoryview]] = []
-        self._buffers: List[Buffer] = []
+        buffers: List[Buffer] = []
         for layer in layers:
             if isinstance(layer, Buffer):
                 self._sources.append(None)
-                self._buffers.append(layer)
+                buffers.append(layer)
             else:
                 view = _bytes_view(layer)
                 if view.nbytes == 0:
                     raise ValueError("KVExport: an empty layer")
                 self._sources.append(view)
-                self._buffers.append(client.alloc(view.nbytes))
-        self._manifest = dict(manifest)
-        self._manifest.update({
-            "format": wire.FORMAT, "handoff_id": self._id, "n_layers": len(self._buffers),
-            "layer_nbytes": [len(b) for b in self._buffers],
-            "checksum": "xxh3-64" if checksum else None,
-        })
-        wire.encode(self._manifest)  # JSON-serialisable, or TypeError now
-        self._checksum = checksum
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._state = "open"  # then "closed", "revoked" or "expired"
-        self._reason = ""
-        self._events: List[Dict[str, Any]] = []  # layer events, in publication order
-        self._published: Set[int] = set()
-        self._consumers: Dict[str, str] = {}  # notify target -> host
-        self._done: List[str] = []
-        self._exports: List[str] = []
-        try:
-            for i, buffer in enumerate(self._buffers):
-                name = wire.export_name(self._id, i)
-                client.export(buffer, name, ttl=ttl, allow_read=True,
-                              allowed_peers=list(allowed_peers))
-                self._exports.append(name)
-            self._service = client.serve(wire.service_name(self._id), self._serve)
-        except BaseException:
-            self._withdraw()
-            raise
-        self._timer: Optional[threading.Timer] = None
-        if ttl is not None:
-            self._timer = threading.Timer(ttl, self._end, args=("expired", f"its TTL of {ttl} s passed"))
-            self._timer.daemon = True
-            self._timer.start()
+                buffers.append(client.alloc(view.nbytes))
+        self._buffers = buffers
+        self._copy_lock = threading.Lock()
+        self._core = _mcdma._KvExport(client._core, self._id, buffers, manifest_json,
+                                      list(allowed_peers), ttl, checksum)
+        self._manifest = wire.decode(self._core.manifest_json.encode(), "hand-off manifest")
 
     @property
     def handoff_id(self) -> str:
@@ -143,7 +116,7 @@ class KVExport:
     @property
     def state(self) -> str:
         """"open", "closed", "revoked" or "expired"."""
-        return self._state
+        return self._core.state
 
     def publish_layer(self, layer: int) -> None:
         """Layer `layer` is final: copies it in (array layers), checksums it
@@ -154,47 +127,38 @@ class KVExport:
             raise ValueError(f"publish_layer({layer}): there are {len(self._buffers)} layers")
         source = self._sources[layer]
         if source is not None:
-            memoryview(self._buffers[layer])[:] = source
-        cs = wire.checksum_hex(checksum(self._buffers[layer]) if self._checksum else None)
-        event = {"event": "layer", "layer": layer, "checksum": cs}
-        with self._lock:
-            if self._state != "open":
-                raise Invalid(f"hand-off {self._id} is {self._state}: cannot publish")
-            if layer in self._published:
-                raise ValueError(f"publish_layer({layer}): already published")
-            self._published.add(layer)
-            self._events.append(event)
-            targets = list(self._consumers)
-        self._notify(targets, event)
+            with self._copy_lock:
+                memoryview(self._buffers[layer])[:] = source
+        try:
+            self._core.publish(layer)
+        except (AlreadyExists, OutOfRange) as e:
+            raise ValueError(e.message) from None
 
     def publish_all(self) -> None:
         """Publishes every layer not published yet, in order."""
         for i in range(len(self._buffers)):
-            if i not in self._published:
+            try:
                 self.publish_layer(i)
+            except ValueError as e:
+                if "already published" not in str(e):
+                    raise
 
     def wait_consumed(self, count: int = 1, timeout: Optional[float] = None) -> List[str]:
         """Waits until `count` consumers have every layer; returns their
         hosts. Raises mcdma.Timeout when they have not within `timeout` s."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._lock:
-            while len(self._done) < count:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise Timeout(f"hand-off {self._id}: {len(self._done)} of {count} consumers "
-                                  f"finished within {timeout} s")
-                self._changed.wait(left)
-            return list(self._done)
+        return list(self._core.wait_consumed(count, timeout))
 
     def revoke(self, reason: str = "revoked by the producer") -> None:
         """Ends the hand-off: consumers still pulling fail HandoffRevoked."""
-        self._end("revoked", reason)
+        self._core.revoke(reason)
 
     def close(self) -> None:
         """Ends the hand-off (consumers still pulling fail HandoffRevoked)
         and withdraws its service and exports. Idempotent."""
-        self._end("closed", "closed by the producer")
-        self._withdraw()
+        try:
+            self._core.close()
+        except Error:
+            pass  # the client is closed: the daemon reclaimed everything
 
     def __enter__(self) -> "KVExport":
         return self
@@ -203,69 +167,6 @@ class KVExport:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"<mcdma.kv.KVExport {self._id!r} {self._state} "
-                f"{len(self._published)}/{len(self._buffers)} published>")
+        return f"<mcdma.kv.KVExport {self._id!r} {self.state}, {len(self._buffers)} layers>"
 
-    # ---- internals ----
 
-    def _end(self, state: str, reason: str) -> None:
-        with self._lock:
-            if self._state != "open":
-                return
-            self._state, self._reason = state, reason
-            targets = [t for t, host in self._consumers.items() if host not in self._done]
-            self._changed.notify_all()
-        if self._timer is not None:
-            self._timer.cancel()
-        event = {"event": state, "reason": reason}
-        self._notify(targets, event)
-        # An expired or revoked hand-off keeps answering (so a late consumer
-        # learns why) until close(); its bytes are withdrawn at once.
-        self._withdraw(service=state == "closed")
-
-    def _withdraw(self, service: bool = True) -> None:
-        for name in self._exports:
-            try:
-                self._client.unexport(name)
-            except Error:
-                pass  # expired already, or the client is closed
-        self._exports = []
-        if service and getattr(self, "_service", None) is not None:
-            try:
-                self._client.unserve(self._service)
-            except Error:
-                pass
-            self._service = None
-
-    def _notify(self, targets: List[str], event: Dict[str, Any]) -> None:
-        data = wire.encode(event)
-        for target in targets:
-            try:
-                self._client.notify(target, data, timeout=5.0)
-            except Error as e:  # the consumer is gone: stop telling it
-                _log.info("hand-off %s: consumer %s unreachable (%s); dropped", self._id, target, e)
-                with self._lock:
-                    self._consumers.pop(target, None)
-
-    def _serve(self, request: bytes, info: CallInfo) -> bytes:
-        message = wire.decode(request, "hand-off request")
-        op = message.get("op")
-        with self._lock:
-            if op == "status":
-                return wire.encode({"state": self._state, "reason": self._reason})
-            if op == "done":
-                host = str(message.get("host", ""))[:128]
-                self._done.append(host)
-                self._changed.notify_all()
-                return wire.encode({"state": self._state})
-            if op != "open":
-                raise Invalid(f"hand-off {self._id}: unknown op {op!r}")
-            if self._state != "open":
-                return wire.encode({"state": self._state, "reason": self._reason})
-            host, notify = message.get("host"), message.get("notify")
-            if not isinstance(host, str) or not isinstance(notify, str) or not notify:
-                raise Invalid("hand-off open: host and notify must be strings")
-            local = host == self._client.info.host_id
-            self._consumers[notify if local else f"{host}/{notify}"] = host
-            return wire.encode({"state": "open", "manifest": self._manifest,
-                                "published": list(self._events)})

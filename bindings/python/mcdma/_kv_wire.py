@@ -17,8 +17,11 @@ A hand-off ``ID`` published by a producer app on host A:
   or null), then ``{"event": "closed"}`` / ``{"event": "revoked",
   "reason": R}`` / ``{"event": "expired"}`` when it ends early.
 
-Everything received is checked here before use: it comes from another app,
-maybe on another host.
+The protocol itself runs in libmcdma (mcdma/kv.hpp, client/src/kv/), which
+checks everything received before use: it comes from another app, maybe on
+another host. This module holds what Python adds: the error classes (each
+libmcdma hand-off failure, named by its reason, becomes one of them) and
+the checks as Python functions.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ import json
 import re
 from typing import Any, Dict, List, Optional
 
-from ._errors import Internal, Invalid, LinkDown, PeerGone, Revoked, Timeout
-from ._errors import Error
+from . import _mcdma
+from ._errors import Code, Error, Internal, Invalid, LinkDown, PeerGone, Reason, Revoked, Timeout
 
 FORMAT = "mcdma.kv/1"
 _ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
-# Ceilings on what a peer may announce, so a bad manifest cannot make the
-# consumer allocate without bound.
+# Ceilings on what a peer may announce (mcdma::kv::kMaxLayers and
+# kMaxLayerBytes), so a bad manifest cannot make the consumer allocate
+# without bound.
 MAX_LAYERS = 4096
 MAX_LAYER_BYTES = 1 << 40
 
@@ -112,57 +116,46 @@ def checksum_hex(value: Optional[int]) -> Optional[str]:
 
 
 def check_manifest(manifest: Any) -> Dict[str, Any]:
-    """The producer's manifest, with its layer geometry checked.
+    """The producer's manifest, with its layer geometry checked (by
+    libmcdma's own check, mcdma/kv.hpp: the one C++ consumers run).
 
     Raises Invalid when it is not a hand-off manifest of this format or its
     layer sizes are not a list of positive integers within the ceilings.
     """
-    if not isinstance(manifest, dict):
-        raise Invalid("malformed hand-off manifest: not a JSON object")
-    if manifest.get("format") != FORMAT:
-        raise Invalid(f"hand-off manifest format {manifest.get('format')!r}, expected {FORMAT!r}")
-    sizes = manifest.get("layer_nbytes")
-    if (not isinstance(sizes, list) or not 1 <= len(sizes) <= MAX_LAYERS
-            or not all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= MAX_LAYER_BYTES
-                       for n in sizes)):
-        raise Invalid("malformed hand-off manifest: layer_nbytes must list 1 to "
-                      f"{MAX_LAYERS} sizes of 1 to {MAX_LAYER_BYTES} bytes")
-    if manifest.get("n_layers") != len(sizes):
-        raise Invalid("malformed hand-off manifest: n_layers does not match layer_nbytes")
-    if manifest.get("checksum") not in (None, "xxh3-64"):
-        raise Invalid(f"hand-off manifest: unknown checksum {manifest.get('checksum')!r}")
+    _mcdma._kv_check_manifest(encode({"manifest": manifest}))
     return manifest
 
 
 def mismatches(manifest: Dict[str, Any], expect: Dict[str, Any]) -> List[str]:
     """``"key: producer V, expected W"`` for every key of `expect` whose
-    value differs in `manifest` (compared as JSON, so tuples equal lists)."""
-    out = []
-    for key, want in sorted(expect.items()):
-        have = manifest.get(key)
-        if json.dumps(have, sort_keys=True) != json.dumps(want, sort_keys=True):
-            out.append(f"{key}: producer {have!r}, expected {want!r}")
-    return out
-
-
-def check_layer_event(event: Dict[str, Any], n_layers: int) -> int:
-    """The layer index of a ``layer`` event, or Invalid."""
-    if not isinstance(event, dict):
-        raise Invalid("malformed hand-off event: not a JSON object")
-    layer = event.get("layer")
-    if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < n_layers:
-        raise Invalid(f"hand-off event names layer {layer!r} of {n_layers}")
-    cs = event.get("checksum")
-    if cs is not None and (not isinstance(cs, str) or not re.match(r"^[0-9a-f]{16}$", cs)):
-        raise Invalid(f"hand-off event: malformed checksum {cs!r}")
-    return layer
+    value differs in `manifest` (numbers compare by value)."""
+    return list(_mcdma._kv_mismatches(encode(manifest), encode(expect)))
 
 
 def check_published(reply: Dict[str, Any], n_layers: int) -> List[Dict[str, Any]]:
     """The layer events of an ``open`` reply, each checked, or Invalid."""
-    published = reply.get("published")
-    if not isinstance(published, list):
-        raise Invalid("malformed hand-off reply: published must be a list of layer events")
-    for event in published:
-        check_layer_event(event, n_layers)
-    return published
+    _mcdma._kv_check_published(encode(reply), n_layers)
+    return reply["published"]
+
+
+def handoff_error(e: Error) -> Error:
+    """A libmcdma hand-off failure as its Python class (by reason, else by
+    code), with the same message; other errors as they are."""
+    reason = int(getattr(e, "reason", 0))
+    cls = _BY_REASON.get(reason)
+    if cls is None:
+        cls = _BY_CODE.get(int(e.code))
+    if cls is None or isinstance(e, HandoffError):
+        return e
+    return cls(e.message, reason=reason)
+
+
+_BY_REASON = {
+    int(Reason.HANDOFF_MANIFEST): ManifestMismatch,
+    int(Reason.HANDOFF_DIGEST): DigestMismatch,
+    int(Reason.HANDOFF_EXPIRED): HandoffExpired,
+    int(Reason.HANDOFF_REVOKED): HandoffRevoked,
+    int(Reason.HANDOFF_PRODUCER_GONE): ProducerGone,
+    int(Reason.HANDOFF_CHECKSUM): ChecksumMismatch,
+}
+_BY_CODE = {int(Code.LINK_DOWN): HandoffLinkDown, int(Code.TIMEOUT): HandoffTimeout}

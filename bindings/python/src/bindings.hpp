@@ -11,5 +11,7 @@ void BindTypes(pybind11::module_& m);
 void BindCore(pybind11::module_& m);
 // checksum.cpp: checksum() (XXH3-64), CHECKSUM_ALGORITHM.
 void BindChecksum(pybind11::module_& m);
+// kv.cpp: _KvExport, _KvImport, _KvPool (the KV hand-off of mcdma/kv.hpp).
+void BindKv(pybind11::module_& m);
 
 }  // namespace mcdma::python

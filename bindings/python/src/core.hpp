@@ -102,10 +102,11 @@ class Core {
   uint64_t ReadWriteBatch(bool write, const pybind11::sequence& pieces,
                           std::optional<double> timeout);
 
- private:
-  Core(std::unique_ptr<Client> client, int handler_threads);
   // The client while open; throws StatusError UNAVAILABLE once closed.
   Client& Open() const;
+
+ private:
+  Core(std::unique_ptr<Client> client, int handler_threads);
 
   std::unique_ptr<Client> client_;  // never reset before ~Core
   SessionInfo info_;

@@ -16,4 +16,5 @@ PYBIND11_MODULE(_mcdma, m) {
   mcdma::python::BindTypes(m);
   mcdma::python::BindCore(m);
   mcdma::python::BindChecksum(m);
+  mcdma::python::BindKv(m);
 }

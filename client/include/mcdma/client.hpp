@@ -103,6 +103,8 @@ class Buffer {
   uint64_t size() const;
   uint64_t id() const;
   bool valid() const { return state_ != nullptr; }
+  // How many Buffer copies share this memory (1: this one alone).
+  long use_count() const { return state_.use_count(); }
 
  private:
   friend class internal::ClientCore;

@@ -56,6 +56,15 @@
   X(USER_QUOTA, 12, kUserQuota,                                                                  \
     "this user's budget of sessions, buffers or bytes is used up (limits.per_user_*)")           \
   X(NAME_RESERVED, 13, kNameReserved,                                                            \
-    "the name is reserved for another user (names.reserve in the daemon's config)")
+    "the name is reserved for another user (names.reserve in the daemon's config)")              \
+  X(HANDOFF_MANIFEST, 14, kHandoffManifest,                                                      \
+    "a KV hand-off's manifest is not what the consumer expects (dtype, geometry, model)")        \
+  X(HANDOFF_DIGEST, 15, kHandoffDigest, "a KV hand-off's token digest is another prompt's")      \
+  X(HANDOFF_EXPIRED, 16, kHandoffExpired, "the KV hand-off's TTL passed")                        \
+  X(HANDOFF_REVOKED, 17, kHandoffRevoked, "the producer revoked or closed the KV hand-off")      \
+  X(HANDOFF_PRODUCER_GONE, 18, kHandoffProducerGone,                                             \
+    "no producer serves the KV hand-off (it exited, or never offered it)")                       \
+  X(HANDOFF_CHECKSUM, 19, kHandoffChecksum,                                                      \
+    "a KV hand-off layer's bytes do not match the checksum its producer published")
 
 #endif /* MCDMA_CODES_H_ */

@@ -38,7 +38,7 @@ typedef enum mcdma_reason {
 #define MCDMA_C_REASON_(name, value, cpp, meaning) MCDMA_REASON_##name = value,
   MCDMA_REASON_LIST(MCDMA_C_REASON_)
 #undef MCDMA_C_REASON_
-  MCDMA_MAX_REASON = MCDMA_REASON_NAME_RESERVED /* the highest reason */
+  MCDMA_MAX_REASON = MCDMA_REASON_HANDOFF_CHECKSUM /* the highest reason */
 } mcdma_reason;
 /* clang-format on */
 /* NOLINTEND(bugprone-macro-parentheses) */
@@ -279,6 +279,101 @@ mcdma_code mcdma_write_batch(mcdma_client* client, const mcdma_transfer* pieces,
                              const mcdma_op_options* options, uint64_t* moved);
 mcdma_code mcdma_read_batch(mcdma_client* client, const mcdma_transfer* pieces, size_t count,
                             const mcdma_op_options* options, uint64_t* moved);
+
+/* ---- the KV-cache hand-off (mcdma/kv.hpp; docs/protocol.md §18) ----
+ * A producer offers a request's KV cache layer by layer; a consumer on
+ * another host (or this one) pulls each layer once it is published. The
+ * same protocol as C++'s mcdma::kv and Python's mcdma.kv: the three speak
+ * to each other. Failures set mcdma_last_error() and, for the hand-off's
+ * own, mcdma_last_reason(): MCDMA_REASON_HANDOFF_MANIFEST / _DIGEST
+ * (MCDMA_INVALID, before any byte moved), _EXPIRED / _REVOKED
+ * (MCDMA_REVOKED), _PRODUCER_GONE (MCDMA_PEER_GONE), _CHECKSUM
+ * (MCDMA_INTERNAL); a dropped link is MCDMA_LINK_DOWN, the consumer's
+ * deadline MCDMA_TIMEOUT. */
+typedef struct mcdma_kv_export mcdma_kv_export; /* a hand-off offered */
+typedef struct mcdma_kv_import mcdma_kv_import; /* a hand-off being pulled */
+typedef struct mcdma_kv_pool mcdma_kv_pool;     /* buffers reused across imports */
+
+typedef struct mcdma_kv_export_options {
+  size_t struct_size;
+  const char* const* allowed_peers; /* hosts whose apps may pull it (NULL: none) */
+  uint32_t allowed_peer_count;
+  uint32_t checksum; /* nonzero: publish each layer's XXH3-64 (1) */
+  uint64_t ttl_ms;   /* until it expires; 0: until closed (600000) */
+} mcdma_kv_export_options;
+
+static inline void mcdma_kv_export_options_init(mcdma_kv_export_options* o) {
+  size_t i;
+  for (i = 0; i < sizeof(*o); i++) ((unsigned char*)o)[i] = 0;
+  o->struct_size = sizeof(*o);
+  o->checksum = 1;
+  o->ttl_ms = 600000;
+}
+
+/* Offers `layers` (buffers of `client`, exported zero-copy) as hand-off
+ * `handoff_id` (1 to 64 of [A-Za-z0-9._:-]). manifest_json: a JSON object of
+ * the producer's facts (NULL: {}). options may be NULL. Close it with
+ * mcdma_kv_export_close. */
+mcdma_code mcdma_kv_export_create(mcdma_client* client, const char* handoff_id,
+                                  mcdma_buffer* const* layers, uint32_t n_layers,
+                                  const char* manifest_json, const mcdma_kv_export_options* options,
+                                  mcdma_kv_export** out);
+/* Layer `layer` is final: checksummed, every consumer told. */
+mcdma_code mcdma_kv_export_publish(mcdma_kv_export* exp, uint32_t layer);
+mcdma_code mcdma_kv_export_publish_all(mcdma_kv_export* exp);
+/* Waits until `count` consumers have every layer (MCDMA_TIMEOUT otherwise). */
+mcdma_code mcdma_kv_export_wait_consumed(mcdma_kv_export* exp, uint32_t count, uint32_t timeout_ms);
+mcdma_code mcdma_kv_export_revoke(mcdma_kv_export* exp, const char* reason);
+/* "open", "closed", "revoked" or "expired" (a static string). */
+const char* mcdma_kv_export_state(mcdma_kv_export* exp);
+/* Withdraws it (consumers told "closed") and frees the handle. */
+void mcdma_kv_export_close(mcdma_kv_export* exp);
+
+/* A pool keeps at most max_idle_bytes of free buffers (0: 4 GiB); a buffer
+ * an import took is free again once every handle to it is freed. Free the
+ * pool before the client. */
+mcdma_code mcdma_kv_pool_create(mcdma_client* client, uint64_t max_idle_bytes, mcdma_kv_pool** out);
+void mcdma_kv_pool_free(mcdma_kv_pool* pool);
+
+typedef struct mcdma_kv_import_options {
+  size_t struct_size;
+  const char* expect_json;  /* JSON object of keys the manifest must equal (NULL: none) */
+  const char* token_digest; /* the manifest's token_digest must be this (NULL: unchecked) */
+  uint32_t deadline_ms;     /* every layer landed by then, from open (60000) */
+  uint32_t open_wait_ms;    /* retry the open while nothing serves it yet (0) */
+  uint32_t verify;          /* nonzero: check each layer's checksum (1) */
+  uint32_t buffer_count;    /* layers land in `buffers` when nonzero (one per layer) */
+  mcdma_buffer* const* buffers;
+  mcdma_kv_pool* pool; /* else buffers from this pool; else fresh ones */
+} mcdma_kv_import_options;
+
+static inline void mcdma_kv_import_options_init(mcdma_kv_import_options* o) {
+  size_t i;
+  for (i = 0; i < sizeof(*o); i++) ((unsigned char*)o)[i] = 0;
+  o->struct_size = sizeof(*o);
+  o->deadline_ms = 60000;
+  o->verify = 1;
+}
+
+/* Opens hand-off `handoff_id` of an app on host `peer` (NULL or "": this
+ * host): checks the manifest, resolves every layer, prepares the buffers. */
+mcdma_code mcdma_kv_import_open(mcdma_client* client, const char* peer, const char* handoff_id,
+                                const mcdma_kv_import_options* options, mcdma_kv_import** out);
+/* Pulls every layer as it is published; on_layer (may be NULL) runs on this
+ * thread once layer i landed, verified. */
+typedef void (*mcdma_kv_layer_done)(void* user, uint32_t layer);
+mcdma_code mcdma_kv_import_pull(mcdma_kv_import* imp, mcdma_kv_layer_done on_layer, void* user);
+/* From another thread while one pulls: blocks until layer `layer` landed. */
+mcdma_code mcdma_kv_import_wait_layer(mcdma_kv_import* imp, uint32_t layer, uint32_t timeout_ms);
+uint32_t mcdma_kv_import_layer_count(const mcdma_kv_import* imp);
+uint64_t mcdma_kv_import_layer_nbytes(const mcdma_kv_import* imp, uint32_t layer);
+/* The producer's manifest (JSON), valid until mcdma_kv_import_close. */
+const char* mcdma_kv_import_manifest(const mcdma_kv_import* imp);
+/* A new handle to layer `layer`'s buffer; free it with mcdma_buffer_free
+ * (it may outlive the import). */
+mcdma_code mcdma_kv_import_buffer(mcdma_kv_import* imp, uint32_t layer, mcdma_buffer** out);
+/* Stops listening, releases the remote handles and frees the handle. */
+void mcdma_kv_import_close(mcdma_kv_import* imp);
 
 #ifdef __cplusplus
 }
