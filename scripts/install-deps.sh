@@ -13,9 +13,14 @@
 # Dev venv: /opt/mcdma-dev/venv, made from Debian's /usr/bin/python3 with
 # --system-site-packages, holding PyPI's `ziglang` (zig's clang, the
 # cross-compiler of the macOS portability test, tests/portability/) and
-# `atheris` (the KV manifest's fuzzer, fuzz/fuzz_kv_manifest.py) and
 # `clang-tidy` (LLVM 22: it skips the matchers over system headers, which
-# makes ctest Style.ClangTidy about four times faster than Debian's 14).
+# makes ctest Style.ClangTidy about four times faster than Debian's 14),
+# and `mlx` (its CPU build, mlx-cpu) with `mlx-lm`: the MLX decoder of the
+# KV hand-off (mcdma.mlx, ctest Demo.KVHandoffMLX and Python.MLX).
+# NIXL venv: /opt/mcdma-dev/nixl, the same kind of venv holding PyPI's
+# `nixl` (it bundles UCX; about 430 MB), for the NIXL row of
+# bench/kv/kv_bench.py, in a venv of its own so that its wheels cannot
+# change what the dev venv's packages see.
 # Run zig as: /opt/mcdma-dev/venv/bin/python -m ziglang c++ ...
 # Exit codes: 0 done (or nothing to do), 1 failure, 2 usage.
 set -euo pipefail
@@ -57,26 +62,42 @@ PACKAGES=(
   prometheus
 )
 
-# The dev venv with zig and atheris (see the top of this file). Never the
+# The dev venv with zig and clang-tidy (see the top of this file). Never the
 # system Python: pip installs only into this venv. ziglang is pinned: a new
 # zig brings a new clang and libc++, which may reject code the old one took;
-# bump it on purpose (and rerun ctest -L portability). atheris is pinned too:
-# its bundled libFuzzer decides what a run finds (bump it on purpose, and
-# rerun ctest -L fuzz). clang-tidy is pinned: a new one brings new checks
+# bump it on purpose (and rerun ctest -L portability). clang-tidy is pinned: a new one brings new checks
 # (bump it on purpose, and rerun ctest -R Style.ClangTidy).
 DEV_VENV=/opt/mcdma-dev/venv
 DEV_PYTHON=$DEV_VENV/bin/python
-VENV_PINS=(ziglang==0.17.1 atheris==3.0.0 clang-tidy==22.1.8)
+# mlx and mlx-lm are pinned: mcdma.mlx fills mlx-lm's KVCache through its
+# `state` (bump them on purpose and rerun ctest -R MLX).
+VENV_PINS=(ziglang==0.17.1 clang-tidy==22.1.8 mlx==0.32.4 mlx-cpu==0.32.4 mlx-lm==0.32.2)
+# nixl is pinned: bench/kv/kv_nixl.py sets its agent's progress thread
+# through the bindings (bump it on purpose and rerun bench/kv/kv_bench.py).
+NIXL_VENV=/opt/mcdma-dev/nixl
+NIXL_PINS=(nixl==1.5.1)
 
-venv_has() {
-  [[ "$("$DEV_PYTHON" -c "import importlib.metadata as m; print(m.version('$1'))" \
-        2>/dev/null)" == "$2" ]]
+# venv_ready PYTHON PIN...: the venv's python exists and has every pin.
+venv_ready() {
+  local python=$1 pin
+  shift
+  [[ -x "$python" ]] || return 1
+  for pin in "$@"; do
+    [[ "$("$python" -c "import importlib.metadata as m; print(m.version('${pin%%==*}'))" \
+          2>/dev/null)" == "${pin##*==}" ]] || return 1
+  done
 }
 
-venv_ready() {
-  [[ -x "$DEV_PYTHON" ]] || return 1
-  local pin
-  for pin in "${VENV_PINS[@]}"; do venv_has "${pin%%==*}" "${pin##*==}" || return 1; done
+# make_venv DIR PIN...: creates the venv (from Debian's python3, seeing its
+# site packages) where missing, then installs the pins into it.
+make_venv() {
+  local dir=$1
+  shift
+  if [[ ! -x "$dir/bin/python" ]]; then
+    run mkdir -p "$(dirname "$dir")"
+    run /usr/bin/python3 -m venv --system-site-packages "$dir"
+  fi
+  run "$dir/bin/python" -m pip install --disable-pip-version-check "$@"
 }
 
 usage() {
@@ -119,11 +140,13 @@ for pkg in "${PACKAGES[@]}"; do
 done
 
 venv_missing=0
-venv_ready || venv_missing=1
+venv_ready "$DEV_PYTHON" "${VENV_PINS[@]}" || venv_missing=1
+nixl_missing=0
+venv_ready "$NIXL_VENV/bin/python" "${NIXL_PINS[@]}" || nixl_missing=1
 
-if (( ${#missing[@]} == 0 && ! venv_missing )); then
-  echo "install-deps.sh: all ${#PACKAGES[@]} packages already installed and" \
-       "$DEV_VENV has ${VENV_PINS[*]}; nothing to do"
+if (( ${#missing[@]} == 0 && ! venv_missing && ! nixl_missing )); then
+  echo "install-deps.sh: all ${#PACKAGES[@]} packages already installed," \
+       "$DEV_VENV has ${VENV_PINS[*]} and $NIXL_VENV has ${NIXL_PINS[*]}; nothing to do"
   exit 0
 fi
 
@@ -132,6 +155,9 @@ if (( ${#missing[@]} > 0 )); then
 fi
 if (( venv_missing )); then
   echo "install-deps.sh: $DEV_VENV is missing or lacks one of ${VENV_PINS[*]}"
+fi
+if (( nixl_missing )); then
+  echo "install-deps.sh: $NIXL_VENV is missing or lacks ${NIXL_PINS[*]}"
 fi
 if (( dry_run )); then
   exit 0
@@ -148,10 +174,9 @@ if (( ${#missing[@]} > 0 )); then
 fi
 
 if (( venv_missing )); then
-  if [[ ! -x "$DEV_PYTHON" ]]; then
-    run mkdir -p "$(dirname "$DEV_VENV")"
-    run /usr/bin/python3 -m venv --system-site-packages "$DEV_VENV"
-  fi
-  run "$DEV_PYTHON" -m pip install --disable-pip-version-check "${VENV_PINS[@]}"
+  make_venv "$DEV_VENV" "${VENV_PINS[@]}"
+fi
+if (( nixl_missing )); then
+  make_venv "$NIXL_VENV" "${NIXL_PINS[@]}"
 fi
 echo "install-deps.sh: done"
