@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """kv_bench.py: KV-cache hand-off throughput between two hosts through
 ``mcdma.kv``, side by side with the raw per-layer read of the same bytes
-through libmcdma (mcdma_bench_kv_raw) and with pickled torch tensors over a
-TCP socket, between the same two network namespaces in one run. See
-bench/README.md ("kv_bench.py").
+through libmcdma (mcdma_bench_kv_raw), with pickled torch tensors over a
+TCP socket and with NIXL's READ (its UCX backend over TCP, DRAM to DRAM),
+between the same two network namespaces in one run. See bench/README.md
+("kv_bench.py").
 
 Host A (producer) and host B (consumer) are two namespaces (loopback where
 they cannot be made), each with its own mcdma-rpcd, linked with a fresh
@@ -13,10 +14,15 @@ B, timed on B from the open to the last layer in hand; every byte is
 checked afterwards. The mechanisms take turns within each round, so a
 change in the machine's load hits them alike.
 
-Exit codes: 0 every mechanism ran and verified (targets met or not), 1 one
-failed (a FAILED row) or --require-target and the target was missed, 2
-usage, 77 skipped (no mcdma package with mcdma.kv, torch or numpy for this
-interpreter: build the bindings with ``ninja -C build``).
+NIXL runs under its own interpreter (--nixl-python: a venv with PyPI
+``nixl``); when that interpreter is absent or cannot import NIXL, the NIXL
+row says so (MISSING, with the reason) and the run goes on without it.
+
+Exit codes: 0 every mechanism ran and verified (targets met or not; a
+MISSING row does not count), 1 one failed (a FAILED row) or
+--require-target and the target was missed, 2 usage, 77 skipped (no mcdma
+package with mcdma.kv, torch or numpy for this interpreter: build the
+bindings with ``ninja -C build``).
 """
 
 from __future__ import annotations
@@ -45,19 +51,22 @@ REPO = HERE.parent.parent
 TARGET = 0.90  # the issue's target: mcdma.kv at least 90% of the raw C++ read
 SKIP = 77
 READY_TIMEOUT_S = 300.0  # a role fills its 1 GiB (or more) before it is ready
+NIXL_PYTHON = Path("/opt/mcdma-dev/nixl/bin/python")  # the venv with PyPI nixl
+NIXL_PIN = "nixl==1.5.1"  # the version the NIXL row was written against
 
 
 @dataclass
 class Mechanism:
     key: str
     label: str
-    kind: str  # "kv", "raw" or "pickle"
+    kind: str  # "kv", "raw", "pickle" or "nixl"
     verify: bool = False  # kv: checksums on both ends
     given: bool = False  # kv: KVImport(buffers=...), allocated once and reused
     mode: str = ""  # raw: mcdma_bench_kv_raw's command: "batch", "each" or "fresh"
     seconds: List[float] = field(default_factory=list)
     extra: List[dict] = field(default_factory=list)
     failed: str = ""
+    missing: str = ""  # why the row cannot run here (nixl: no NIXL); not a failure
 
 
 def mechanisms() -> List[Mechanism]:
@@ -71,6 +80,7 @@ def mechanisms() -> List[Mechanism]:
         Mechanism("raw-each", "C++ Resolve + Read per layer", "raw", mode="each"),
         Mechanism("raw-fresh", "C++ Alloc + Resolve + ReadBatch", "raw", mode="fresh"),
         Mechanism("pickle", "pickle.dumps(torch tensor, 5) over TCP", "pickle"),
+        Mechanism("nixl", "NIXL READ, UCX over TCP, DRAM to DRAM", "nixl"),
     ]
 
 
@@ -87,7 +97,7 @@ def parse_args() -> argparse.Namespace:
     build = REPO / "build"
     p = argparse.ArgumentParser(
         description="KV hand-off throughput: mcdma.kv vs the raw libmcdma read vs pickle over "
-                    "TCP, between two network namespaces",
+                    "TCP vs NIXL, between two network namespaces",
         formatter_class=_Help)
     p.add_argument("--layers", type=int, default=32, help="layers of the cache")
     p.add_argument("--layer-mib", type=int, default=32, help="MiB per layer")
@@ -114,6 +124,9 @@ def parse_args() -> argparse.Namespace:
                    help="mcdma_bench_kv_raw (default: BUILD/bench/mcdma_bench_kv_raw)")
     p.add_argument("--pythonpath", type=Path,
                    help="where the mcdma package is (default: BUILD/bindings/python)")
+    p.add_argument("--nixl-python", type=Path,
+                   help="the interpreter of the NIXL row, one that imports PyPI nixl (default: "
+                        f"$MCDMA_NIXL_PYTHON, else {NIXL_PYTHON})")
     p.add_argument("--hosts-script", type=Path, default=REPO / "tests/netns/hosts.sh",
                    help="the network namespace script")
     p.add_argument("--daemon-log-level", default="warn", help="the daemons' --log-level")
@@ -126,6 +139,8 @@ def parse_args() -> argparse.Namespace:
     args.mcdmactl = args.mcdmactl or args.build_dir / "client/tools/mcdmactl"
     args.raw = args.raw or args.build_dir / "bench/mcdma_bench_kv_raw"
     args.pythonpath = args.pythonpath or args.build_dir / "bindings/python"
+    env_nixl = os.environ.get("MCDMA_NIXL_PYTHON")
+    args.nixl_python = args.nixl_python or (Path(env_nixl) if env_nixl else NIXL_PYTHON)
     known = {m.key for m in mechanisms()}
     args.mechanisms = [m for m in args.mechanisms.split(",") if m]
     if bad := [m for m in args.mechanisms if m not in known]:
@@ -156,6 +171,27 @@ def preflight(args: argparse.Namespace) -> Optional[str]:
     return None
 
 
+def nixl_missing(args: argparse.Namespace) -> str:
+    """Why the NIXL row cannot run (one line naming what is absent), or ""."""
+    py = args.nixl_python
+    if not os.access(py, os.X_OK):
+        return (f"no NIXL interpreter {py} (make a venv from /usr/bin/python3 with "
+                f"--system-site-packages and pip install {NIXL_PIN} into it, or name one with "
+                "--nixl-python or MCDMA_NIXL_PYTHON)")
+    probe = ("import numpy, torch, nixl._bindings; "
+             "from nixl._api import nixl_agent, nixl_agent_config, nixl_thread_sync_t")
+    try:
+        r = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=120,
+                           env=child_env(args))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{py} cannot be run: {e}"
+    if r.returncode != 0:
+        lines = r.stderr.strip().splitlines()
+        return (f"{py} cannot import NIXL, torch and numpy: "
+                f"{lines[-1] if lines else 'exit ' + str(r.returncode)} (pip install {NIXL_PIN})")
+    return ""
+
+
 class Run:
     """One run: the endpoints on both hosts and the rounds."""
 
@@ -165,12 +201,14 @@ class Run:
         self.layer_bytes = args.layer_mib << 20
         self.ep: Dict[str, Endpoint] = {}
         self.pickle_port = 0
+        self.nixl_note = ""
 
     def start(self, rows: List[Mechanism]) -> None:
         """Starts the endpoints the rows need; a group that fails to start
         fails its rows, not the run."""
-        for group, starter in (("raw", self._start_raw), ("py", self._start_py)):
-            members = [m for m in rows if (m.kind == "raw") == (group == "raw")]
+        for kinds, starter in ((("raw",), self._start_raw), (("kv", "pickle"), self._start_py),
+                               (("nixl",), self._start_nixl)):
+            members = [m for m in rows if m.kind in kinds and not m.missing]
             if not members:
                 continue
             try:
@@ -222,6 +260,32 @@ class Run:
         self.pickle_port = int(self.ep["py-a"].ready(READY_TIMEOUT_S))
         self.ep["py-b"].ready(READY_TIMEOUT_S)
 
+    def _start_nixl(self) -> None:
+        """kv_nixl.py on both hosts, UCX kept to the interface of each host's
+        address; B loads A's agent metadata once, before the rounds."""
+        a, env = self.args, child_env(self.args)
+        nixl = [str(a.nixl_python), str(HERE / "kv_nixl.py")]
+        common = ["--timeout", str(a.timeout), *self._geometry()]
+        dev = {s: self.hosts.device(s) for s in "ab"}
+        self.ep["nixl-a"] = Endpoint("kv_nixl.py a (host-a)", self.hosts.on("a", [
+            *nixl, "a", "--address", self.hosts.addr["a"], "--device", dev["a"], *common]),
+            self.dir / "nixl-a.log", env)
+        self.ep["nixl-b"] = Endpoint("kv_nixl.py b (host-b)", self.hosts.on("b", [
+            *nixl, "b", "--device", dev["b"], *common]), self.dir / "nixl-b.log", env)
+        port = int(self.ep["nixl-a"].ready(READY_TIMEOUT_S))
+        self.ep["nixl-b"].ready(READY_TIMEOUT_S)
+        info = self.ep["nixl-b"].request(f"nixl-connect {self.hosts.addr['a']} {port}", a.timeout)
+        # Other UCX_* settings reach the roles from this environment; they
+        # change the figures (e.g. UCX_TCP_RX_SEG_SIZE), so the note names them.
+        tuned = sorted(f"{k}={v}" for k, v in os.environ.items()
+                       if k.startswith("UCX_") and k not in ("UCX_TLS", "UCX_NET_DEVICES"))
+        self.nixl_note = (
+            f"nixl: NIXL {info['nixl']} ({info['nixl_package']}), UCX {info['ucx']}, "
+            f"UCX_TLS=tcp on {dev['b']} (host-b) and {dev['a']} (host-a), "
+            f"{'also ' + ' '.join(tuned) if tuned else 'UCX defaults otherwise'}; host-b loaded "
+            f"{info['metadata_bytes']} B of host-a's agent metadata and connected in "
+            f"{info['seconds']:.3f} s, once, before the rounds (untimed)")
+
     def stop(self) -> None:
         for ep in self.ep.values():
             ep.stop()
@@ -233,6 +297,8 @@ class Run:
         if m.kind == "pickle":
             return self.ep["py-b"].request(f"pickle-pull {self.hosts.addr['a']} "
                                            f"{self.pickle_port}", t)
+        if m.kind == "nixl":
+            return self.ep["nixl-b"].request("nixl-pull", t)
         a, b = self.ep["py-a"], self.ep["py-b"]
         hid = f"kvbench-{n}-{m.key}"
         a.request(f"kv-open {hid} {int(m.verify)}", t)
@@ -266,7 +332,7 @@ class Run:
         for n in range(total):
             timed = n >= self.args.warmup
             for m in rows:
-                if m.failed:
+                if m.failed or m.missing:
                     continue
                 time.sleep(self.args.settle_ms / 1000)
                 try:
@@ -312,7 +378,10 @@ def report(args: argparse.Namespace, rows: List[Mechanism], notes: List[str]) ->
     out: dict = {"rows": [], "ratios": {}}
     for m in rows:
         row = {"key": m.key, "label": m.label, "seconds": m.seconds, "extra": m.extra}
-        if m.failed:
+        if m.missing:
+            print(f"{m.label:<44} MISSING: {m.missing}")
+            row["missing"] = m.missing
+        elif m.failed:
             print(f"{m.label:<44} FAILED: {m.failed}")
             row["failed"] = m.failed
         else:
@@ -321,7 +390,7 @@ def report(args: argparse.Namespace, rows: List[Mechanism], notes: List[str]) ->
             print(f"{m.label:<44} {f['gbps_median']:>9.3f} {f['gbps_min']:>9.3f} "
                   f"{f['gbps_max']:>9.3f} {f['seconds_median']:>8.3f}")
         out["rows"].append(row)
-    ok = {m.key: m for m in rows if not m.failed}
+    ok = {m.key: m for m in rows if not m.failed and not m.missing}
     for m in ok.values():
         if m.kind == "kv":
             med = {k: lower_median([e[k] for e in m.extra]) for k in
@@ -330,15 +399,24 @@ def report(args: argparse.Namespace, rows: List[Mechanism], notes: List[str]) ->
                     "event arrived" if args.layer_delay_ms > 0 else "")
             print(f"  {m.key}: KVStats, medians: open {med['kv_open_s']:.3f} s, reads "
                   f"{med['kv_pull_s']:.3f} s, checksums {med['kv_verify_s']:.3f} s{tail}")
-    if args.layer_delay_ms > 0:
-        return out  # the kv rows follow the producer's schedule: no ratio means anything
+        elif m.kind == "nixl":
+            post = lower_median([e["nixl_post_s"] for e in m.extra])
+            polls = lower_median([e["nixl_polls"] for e in m.extra])
+            print(f"  {m.key}: medians: make_prepped_xfer + transfer {post * 1000:.2f} ms, then "
+                  f"check_xfer_state asked {polls} times until DONE")
     gbps = {k: figures(m, nbytes)["gbps_median"] for k, m in ok.items()}
     kvs = [m for m in ok.values() if m.kind == "kv"]
     # The target's baseline: the faster raw read into buffers made once.
     raws = [m for m in ok.values() if m.kind == "raw" and m.mode != "fresh"]
-    if raws and kvs:
-        best = max(raws, key=lambda m: gbps[m.key])
-        print(f"\nratio mcdma.kv / raw C++ (medians; raw = the faster raw row, {best.label}, "
+    best = max(raws, key=lambda m: gbps[m.key]) if raws else None
+    if args.layer_delay_ms > 0:
+        # The kv rows follow the producer's schedule: no ratio of theirs means anything.
+        kvs = []
+    def heading(text: str) -> None:  # a blank line before the first ratio
+        print(("" if out["ratios"] else "\n") + text)
+
+    if best and kvs:
+        heading(f"ratio mcdma.kv / raw C++ (medians; raw = the faster raw row, {best.label}, "
               f"{gbps[best.key]:.3f} GB/s); target >= {TARGET:.2f}:")
         for m in kvs:
             r = gbps[m.key] / gbps[best.key]
@@ -349,18 +427,29 @@ def report(args: argparse.Namespace, rows: List[Mechanism], notes: List[str]) ->
     # Like for like: KVImport allocates its buffers per hand-off by default.
     fresh = [m for m in kvs if not m.given]
     if "raw-fresh" in ok and fresh:
-        print(f"ratio mcdma.kv / raw C++ into fresh buffers ({ok['raw-fresh'].label}, "
+        heading(f"ratio mcdma.kv / raw C++ into fresh buffers ({ok['raw-fresh'].label}, "
               f"{gbps['raw-fresh']:.3f} GB/s):")
         for m in fresh:
             r = gbps[m.key] / gbps["raw-fresh"]
             print(f"  {m.label:<42} {r:6.2f}x")
             out["ratios"][f"{m.key}/raw-fresh"] = {"ratio": r}
     if "pickle" in ok and kvs:
-        print(f"ratio mcdma.kv / pickle over TCP ({gbps['pickle']:.3f} GB/s):")
+        heading(f"ratio mcdma.kv / pickle over TCP ({gbps['pickle']:.3f} GB/s):")
         for m in kvs:
             r = gbps[m.key] / gbps["pickle"]
             print(f"  {m.label:<42} {r:6.2f}x")
             out["ratios"][f"{m.key}/pickle"] = {"ratio": r}
+    if "nixl" in ok and best:
+        r = gbps["nixl"] / gbps[best.key]
+        heading(f"ratio NIXL / raw C++ ({best.label}, {gbps[best.key]:.3f} GB/s):")
+        print(f"  {ok['nixl'].label:<42} {r:6.2f}x")
+        out["ratios"]["nixl/raw"] = {"ratio": r, "raw": best.key}
+    if "nixl" in ok and kvs:
+        heading(f"ratio mcdma.kv / NIXL ({gbps['nixl']:.3f} GB/s):")
+        for m in kvs:
+            r = gbps[m.key] / gbps["nixl"]
+            print(f"  {m.label:<42} {r:6.2f}x")
+            out["ratios"][f"{m.key}/nixl"] = {"ratio": r}
     return out
 
 
@@ -393,6 +482,9 @@ def main() -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: sys.exit(1))
     rows = [m for m in mechanisms() if m.key in args.mechanisms]
+    for m in rows:
+        if m.kind == "nixl":
+            m.missing = nixl_missing(args)
     workdir = Path(tempfile.mkdtemp(prefix="mcdma-kvbench-", dir="/tmp"))
     hosts = Hosts(args.hosts_script, f"mckv{os.getpid()}", args.loopback)
     daemons = Daemons(hosts, args.daemon, args.mcdmactl, workdir, args.daemon_log_level)
@@ -426,7 +518,8 @@ def main() -> int:
     cpus = os.cpu_count() or 1
     others = (busy_seconds() - busy_before) - (own_seconds() - own_before)
     others_share = max(0.0, others) / ((time.monotonic() - wall_before) * cpus)
-    notes = [n for n in (hosts.note, daemons.note, same) if n] + [
+    nixl_note = run.nixl_note if run is not None else ""
+    notes = [n for n in (hosts.note, daemons.note, same, nixl_note) if n] + [
         f"{cpus} CPUs, shared by both hosts' daemons and apps; "
         f"{platform.system()} {platform.release()}; Python {platform.python_version()}",
         f"the rest of the machine used {others_share:.0%} of its CPU time during the run "

@@ -8,8 +8,9 @@
   sharing a fresh fabric key; B links to A (``--peer host-a=...``), as in
   demo/run-two-hosts-demo.sh. ``start()`` returns once ``mcdmactl links
   --json`` on B shows host-a up.
-* ``Endpoint``: one role process (kv_roles.py or mcdma_bench_kv_raw) driven
-  by lines on its stdin, answering one line each on its stdout.
+* ``Endpoint``: one role process (kv_roles.py, kv_nixl.py or
+  mcdma_bench_kv_raw) driven by lines on its stdin, answering one line each
+  on its stdout.
 
 Ownership and failure: the orchestrator owns every process here. Each child
 gets PR_SET_PDEATHSIG(SIGKILL) (``ip netns exec`` execs in place, so it
@@ -105,6 +106,21 @@ class Hosts:
             subprocess.run(["bash", str(self.script), "down", self.prefix],
                            capture_output=True, timeout=60)
             self._made = False
+
+    def device(self, side: str) -> str:
+        """The network interface that carries this side's address ("lo" on
+        loopback): where a transport that picks its own interfaces (UCX)
+        must be kept."""
+        if self.loopback:
+            return "lo"
+        shown = subprocess.run(["ip", "-n", self.ns[side], "-o", "-4", "addr", "show"],
+                               capture_output=True, text=True, timeout=30)
+        for line in shown.stdout.splitlines():
+            fields = line.split()  # "2: v12-a inet 10.240.12.1/24 ..."
+            if len(fields) >= 4 and fields[3].split("/")[0] == self.addr[side]:
+                return fields[1]
+        raise Failure(f"no interface in {self.ns[side]} carries {self.addr[side]}: "
+                      f"{shown.stderr.strip() or shown.stdout.strip()}")
 
     def on(self, side: str, argv: List[str]) -> List[str]:
         return ["ip", "netns", "exec", self.ns[side], *argv] if self.ns[side] else argv

@@ -64,10 +64,13 @@ def check(layer: int, data: Any, nbytes: int) -> None:
 
 
 class Answer:
-    """The role's stdout, reserved for answers; sys.stdout goes to stderr."""
+    """The role's stdout, reserved for answers; sys.stdout goes to stderr,
+    and so does file descriptor 1, so that what a native library prints
+    there (UCX's and NIXL's logs) cannot land among the answers."""
 
     def __init__(self) -> None:
         self._out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
         sys.stdout = sys.stderr
 
     def send(self, **fields: Any) -> None:
