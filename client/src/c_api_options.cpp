@@ -67,6 +67,7 @@ constexpr FieldSpan kKvImportFields[] = {
     MCDMA_FIELD(mcdma_kv_import_options, open_wait_ms),
     MCDMA_FIELD(mcdma_kv_import_options, verify),
     MCDMA_FIELD(mcdma_kv_import_options, buffer_count),
+    // NOLINTNEXTLINE(bugprone-sizeof-expression): the pointer member's own size
     MCDMA_FIELD(mcdma_kv_import_options, buffers),
     MCDMA_FIELD(mcdma_kv_import_options, pool),
 };

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -117,9 +118,7 @@ int Consume(mcdma::Client& client, const Options& o) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{"The KV-cache hand-off from C++ (mcdma/kv.hpp)."};
   app.require_subcommand(1);
   Options o;
@@ -144,4 +143,15 @@ int main(int argc, char** argv) {
   auto client = mcdma::Client::Connect(co);
   if (!client.ok()) return Fail("connect", client.status());
   return produce->parsed() ? Produce(**client, o) : Consume(**client, o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mcdma-kv-handoff: %s\n", e.what());
+    return 1;
+  }
 }

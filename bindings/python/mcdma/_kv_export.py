@@ -13,7 +13,7 @@ any thread.
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Union
 
 from . import _kv_wire as wire
 from . import _mcdma
@@ -96,6 +96,7 @@ class KVExport:
                 buffers.append(client.alloc(view.nbytes))
         self._buffers = buffers
         self._copy_lock = threading.Lock()
+        self._published: Set[int] = set()
         self._core = _mcdma._KvExport(client._core, self._id, buffers, manifest_json,
                                       list(allowed_peers), ttl, checksum)
         self._manifest = wire.decode(self._core.manifest_json.encode(), "hand-off manifest")
@@ -133,15 +134,13 @@ class KVExport:
             self._core.publish(layer)
         except (AlreadyExists, OutOfRange) as e:
             raise ValueError(e.message) from None
+        self._published.add(layer)
 
     def publish_all(self) -> None:
         """Publishes every layer not published yet, in order."""
         for i in range(len(self._buffers)):
-            try:
+            if i not in self._published:
                 self.publish_layer(i)
-            except ValueError as e:
-                if "already published" not in str(e):
-                    raise
 
     def wait_consumed(self, count: int = 1, timeout: Optional[float] = None) -> List[str]:
         """Waits until `count` consumers have every layer; returns their

@@ -180,6 +180,7 @@ void BindKv(py::module_& m) {
     auto reply = Check(kv::wire::ParseObject(reply_json, "hand-off reply"));
     auto events = Check(kv::wire::CheckPublished(reply, n_layers));
     std::vector<uint32_t> layers;
+    layers.reserve(events.size());
     for (const auto& e : events) layers.push_back(e.layer);
     return layers;
   });

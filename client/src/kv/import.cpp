@@ -278,7 +278,7 @@ Result<std::optional<uint32_t>> ImportImpl::NextEvent(bool block) {
 }
 
 Status ImportImpl::Finish(uint32_t layer, const std::function<void(uint32_t)>& on_layer) {
-  const std::optional<uint64_t>& want = *checksums[layer];
+  const std::optional<uint64_t> want = checksums[layer].value_or(std::nullopt);
   double verify_s = 0;
   if (verify && want.has_value()) {
     auto t0 = Clock::now();
@@ -310,14 +310,15 @@ Status ImportImpl::Run(const std::function<void(uint32_t)>& on_layer) {
   while (finished + (prev != kNone ? 1 : 0) < n) {
     auto next = NextEvent(prev == kNone);
     if (!next.ok()) return next.status();
-    if (!next->has_value()) {
+    const std::optional<uint32_t> published = *next;
+    if (!published.has_value()) {
       if (prev == kNone) continue;
       if (Status st = Finish(static_cast<uint32_t>(prev), on_layer); !st.ok()) return st;
       ++finished;
       prev = kNone;
       continue;
     }
-    uint32_t layer = **next;
+    uint32_t layer = *published;
     auto left = Left();
     if (!left.ok()) return left.status();
     auto t0 = Clock::now();
