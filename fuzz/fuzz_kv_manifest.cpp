@@ -47,8 +47,12 @@ void ReplyAndEvents(std::string_view body) {
   for (uint64_t n : sizes) {
     if (n == 0 || n > kv::kMaxLayerBytes) std::abort();
   }
-  static const auto expect =
-      *wire::ParseObject(R"({"dtype":"bfloat16","shape":[2,8,64],"n_layers":2})", "expect");
+  static const google::protobuf::Struct expect = [] {
+    auto parsed =
+        wire::ParseObject(R"({"dtype":"bfloat16","shape":[2,8,64],"n_layers":2})", "expect");
+    if (!parsed.ok()) std::abort();
+    return *parsed;
+  }();
   (void)wire::Mismatches(manifest->object, expect);
   auto n = static_cast<uint32_t>(sizes.size());
   auto published = wire::CheckPublished(*reply, n);
