@@ -34,6 +34,10 @@ case "$mode" in
     # Portability.MacOS compiles them; clang-tidy here cannot.
     files=$(sources | grep -E '^(common|driver|daemon|client|demo|bench|bindings)/.*\.cpp$' |
             grep -v '/platform/darwin/')
+    # gpu/ where the build found the CUDA toolkit (its headers are needed).
+    if [ -d "$build/gpu/CMakeFiles/mcdma_cuda.dir" ]; then
+      files=$(printf '%s\n%s\n' "$files" "$(sources | grep -E '^gpu/.*\.cpp$')")
+    fi
     /usr/bin/python3 scripts/compile-db.py "$build"
     out=$(echo "$files" | xargs -P "${MCDMA_BUILD_JOBS:-2}" -n 4 "$tidy" -p "$build/compile-db" --quiet 2>&1 |
           grep -E '(warning|error):' || true)

@@ -67,9 +67,9 @@ constexpr FieldSpan kKvImportFields[] = {
     MCDMA_FIELD(mcdma_kv_import_options, open_wait_ms),
     MCDMA_FIELD(mcdma_kv_import_options, verify),
     MCDMA_FIELD(mcdma_kv_import_options, buffer_count),
-    // NOLINTNEXTLINE(bugprone-sizeof-expression): the pointer member's own size
-    MCDMA_FIELD(mcdma_kv_import_options, buffers),
-    MCDMA_FIELD(mcdma_kv_import_options, pool),
+    // The pointer members' own sizes are meant:
+    MCDMA_FIELD(mcdma_kv_import_options, buffers),  // NOLINT(bugprone-sizeof-expression)
+    MCDMA_FIELD(mcdma_kv_import_options, pool),     // NOLINT(bugprone-sizeof-expression)
 };
 constexpr FieldSpan kSessionFields[] = {
     MCDMA_FIELD(mcdma_session_info, struct_size),
