@@ -34,6 +34,9 @@ struct PairSpec {
   std::string key;  // mechanism key, names the sample file
   std::string server_role;
   std::string client_role;
+  // The endpoints' program and its first arguments; empty: this binary's
+  // hidden `child` command.
+  std::vector<std::string> program;
   std::vector<std::string> server_args;  // role-specific extras
   std::vector<std::string> client_args;
   std::vector<int> server_fds;  // inherited descriptors
@@ -52,19 +55,20 @@ PairSpec MakeSpec(std::string key, std::string server_role, std::string client_r
   return spec;
 }
 
-std::vector<std::string> BaseArgs(const Plan& plan, const std::string& role, int run_limit_ms) {
+std::vector<std::string> BaseArgs(const Plan& plan, const PairSpec& spec, const std::string& role,
+                                  int run_limit_ms) {
   std::string payloads;
   for (size_t p : plan.payloads) {
     if (!payloads.empty()) payloads += ',';
     payloads += std::to_string(p);
   }
-  return {plan.self_exe,    "child",
-          "--role",         role,
-          "--payloads",     payloads,
-          "--iterations",   std::to_string(plan.iterations),
-          "--warmup",       std::to_string(plan.warmup),
-          "--timeout-ms",   std::to_string(plan.timeout_ms),
-          "--run-limit-ms", std::to_string(run_limit_ms)};
+  std::vector<std::string> args = spec.program;
+  if (args.empty()) args = {plan.self_exe, "child"};
+  args.insert(args.end(), {"--role", role, "--payloads", payloads, "--iterations",
+                           std::to_string(plan.iterations), "--warmup", std::to_string(plan.warmup),
+                           "--timeout-ms", std::to_string(plan.timeout_ms), "--run-limit-ms",
+                           std::to_string(run_limit_ms)});
+  return args;
 }
 
 bool ExitedCleanly(int status) {
@@ -108,7 +112,7 @@ mcdma::Result<std::vector<SampleSet>> RunPair(const Plan& plan, const TempDir& d
 
   SpawnOptions server_spawn;
   server_spawn.name = spec.server_role;
-  server_spawn.argv = BaseArgs(plan, spec.server_role, plan.run_limit_ms + kServerSlackMs);
+  server_spawn.argv = BaseArgs(plan, spec, spec.server_role, plan.run_limit_ms + kServerSlackMs);
   server_spawn.keep_fds = spec.server_fds;
   server_spawn.argv.insert(server_spawn.argv.end(),
                            {"--ready-fd", std::to_string(ready.write.get()), "--lifeline-fd",
@@ -132,7 +136,7 @@ mcdma::Result<std::vector<SampleSet>> RunPair(const Plan& plan, const TempDir& d
   std::string out = dir.Join(spec.key + ".samples");
   SpawnOptions client_spawn;
   client_spawn.name = spec.client_role;
-  client_spawn.argv = BaseArgs(plan, spec.client_role, plan.run_limit_ms);
+  client_spawn.argv = BaseArgs(plan, spec, spec.client_role, plan.run_limit_ms);
   client_spawn.keep_fds = spec.client_fds;
   client_spawn.argv.insert(client_spawn.argv.end(), {"--out", out});
   client_spawn.stderr_path = dir.Join(spec.key + ".client.stderr");
@@ -206,7 +210,10 @@ mcdma::Result<std::vector<SampleSet>> RunGrpc(const Plan& plan, const TempDir& d
   return RunPair(plan, dir, std::move(spec));
 }
 
-mcdma::Result<std::vector<SampleSet>> RunDaemon(const Plan& plan, const TempDir& dir) {
+// The daemon rows: mcdma-rpcd and, through it, a pair of C++ apps
+// (`spec` as MakeSpec("daemon", ...)) or of Python apps.
+mcdma::Result<std::vector<SampleSet>> RunDaemon(const Plan& plan, const TempDir& dir,
+                                                PairSpec spec) {
   if (access(plan.daemon_path.c_str(), X_OK) != 0) {
     return mcdma::Status(mcdma::Code::kNotFound, "no executable mcdma-rpcd at " + plan.daemon_path +
                                                      " (build it or pass --daemon)");
@@ -234,7 +241,6 @@ mcdma::Result<std::vector<SampleSet>> RunDaemon(const Plan& plan, const TempDir&
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
-  PairSpec spec = MakeSpec("daemon", "daemon-server", "daemon-client");
   spec.server_args = spec.client_args = {"--socket", socket};
   spec.ready_timeout = kDaemonServerReadyWait;
   auto sets = RunPair(plan, dir, std::move(spec));
@@ -251,11 +257,27 @@ mcdma::Result<std::vector<SampleSet>> RunDaemon(const Plan& plan, const TempDir&
   return sets;
 }
 
+mcdma::Result<std::vector<SampleSet>> RunPython(const Plan& plan, const TempDir& dir,
+                                                const char* server_role) {
+  if (access(plan.python.c_str(), X_OK) != 0) {
+    return mcdma::Status(mcdma::Code::kNotFound, "no Python interpreter at " + plan.python);
+  }
+  if (access(plan.python_roles.c_str(), R_OK) != 0) {
+    return mcdma::Status(mcdma::Code::kNotFound,
+                         "no " + plan.python_roles + " (the build copies python_roles.py there)");
+  }
+  PairSpec spec = MakeSpec(server_role, server_role, "python-client");
+  spec.program = {plan.python, plan.python_roles};
+  return RunDaemon(plan, dir, std::move(spec));
+}
+
 }  // namespace
 
 const std::vector<MechanismInfo>& AllMechanisms() {
   static const std::vector<MechanismInfo> kAll = {
       {Mechanism::kDaemon, "daemon", "mcdma-rpcd call", "local"},
+      {Mechanism::kPython, "python", "mcdma-rpcd call, Python (inline)", "local"},
+      {Mechanism::kPythonQueued, "python-queued", "mcdma-rpcd call, Python (thread)", "local"},
       {Mechanism::kShm, "shm", "shm ping-pong (spin 50us, futex)", "shm"},
       {Mechanism::kUds, "uds", "Unix stream socket ping-pong", "unix"},
       {Mechanism::kGrpc, "grpc", "gRPC unary over Unix socket", "grpc-unix"},
@@ -267,7 +289,11 @@ mcdma::Result<std::vector<SampleSet>> RunMechanism(Mechanism mechanism, const Pl
                                                    const TempDir& dir) {
   switch (mechanism) {
     case Mechanism::kDaemon:
-      return RunDaemon(plan, dir);
+      return RunDaemon(plan, dir, MakeSpec("daemon", "daemon-server", "daemon-client"));
+    case Mechanism::kPython:
+      return RunPython(plan, dir, "python-server");
+    case Mechanism::kPythonQueued:
+      return RunPython(plan, dir, "python-server-queued");
     case Mechanism::kShm:
       return RunShm(plan, dir);
     case Mechanism::kUds:

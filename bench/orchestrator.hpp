@@ -17,7 +17,7 @@
 
 namespace bench {
 
-enum class Mechanism { kDaemon, kShm, kUds, kGrpc };
+enum class Mechanism { kDaemon, kPython, kPythonQueued, kShm, kUds, kGrpc };
 
 struct MechanismInfo {
   Mechanism mechanism;
@@ -32,6 +32,10 @@ const std::vector<MechanismInfo>& AllMechanisms();
 struct Plan {
   std::string self_exe;     // this binary, re-executed for every endpoint
   std::string daemon_path;  // mcdma-rpcd
+  // The Python rows: the interpreter and bench/python_roles.py (its
+  // environment must import mcdma: the orchestrator sets PYTHONPATH).
+  std::string python;
+  std::string python_roles;
   std::vector<size_t> payloads;
   int iterations = 0;
   int warmup = 0;

@@ -82,14 +82,14 @@ std::optional<double> RatioToReference(const std::vector<Row>& rows, const Row& 
 }
 
 Verdict EvaluateTarget(const std::vector<Row>& rows, const std::vector<size_t>& payloads,
-                       const std::string& reference, const std::string& other, double factor) {
+                       const Target& target) {
   Verdict v;
   v.measured = !payloads.empty();
   v.met = v.measured;
   std::string detail;
   for (size_t payload : payloads) {
-    const Row* o = Find(rows, other, payload);
-    std::optional<double> ratio = o ? RatioToReference(rows, *o, reference) : std::nullopt;
+    const Row* o = Find(rows, target.other, payload);
+    std::optional<double> ratio = o ? RatioToReference(rows, *o, target.reference) : std::nullopt;
     if (!detail.empty()) detail += ", ";
     detail += FormatBytes(payload) + ": ";
     if (!ratio.has_value()) {
@@ -98,11 +98,11 @@ Verdict EvaluateTarget(const std::vector<Row>& rows, const std::vector<size_t>& 
       continue;
     }
     double r = ratio.value_or(0);
-    detail += Fixed(r, 1) + "x";
-    if (r < factor) v.met = false;
+    detail += Fixed(r, target.at_most ? 2 : 1) + "x";
+    if (target.at_most ? r > target.factor : r < target.factor) v.met = false;
   }
   if (!v.measured) v.met = false;
-  v.description = "daemon call p50 at least " + Fixed(factor, 0) + "x faster than gRPC unary p50";
+  v.description = target.description;
   v.line = "target: " + v.description + ": " +
            (v.met        ? "MET"
             : v.measured ? "NOT MET"
@@ -128,7 +128,7 @@ void PrintTable(FILE* out, const std::vector<Row>& rows, const std::string& refe
 }
 
 mcdma::Status WriteJson(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
-                        const std::string& reference, const Verdict& verdict) {
+                        const std::string& reference, const std::vector<Verdict>& verdicts) {
   std::string j = "{\n";
   j += "  \"benchmark\": \"local_call\",\n";
   j += "  \"iterations\": " + std::to_string(info.iterations) + ",\n";
@@ -159,10 +159,15 @@ mcdma::Status WriteJson(const std::string& path, const RunInfo& info, const std:
     j += std::string("}") + (i + 1 < rows.size() ? "," : "") + "\n";
   }
   j += "  ],\n";
-  j += "  \"target\": {\"description\": " + Quote(verdict.description) +
-       ", \"measured\": " + std::string(verdict.measured ? "true" : "false") +
-       ", \"met\": " + (verdict.met ? "true" : "false") + ", \"line\": " + Quote(verdict.line) +
-       "}\n";
+  j += "  \"targets\": [\n";
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    const Verdict& v = verdicts[i];
+    j += "    {\"description\": " + Quote(v.description) +
+         ", \"measured\": " + std::string(v.measured ? "true" : "false") +
+         ", \"met\": " + (v.met ? "true" : "false") + ", \"line\": " + Quote(v.line) + "}" +
+         (i + 1 < verdicts.size() ? "," : "") + "\n";
+  }
+  j += "  ]\n";
   j += "}\n";
 
   std::unique_ptr<FILE, int (*)(FILE*)> f(fopen(path.c_str(), "w"), fclose);

@@ -34,15 +34,24 @@ struct Row {
 std::optional<double> RatioToReference(const std::vector<Row>& rows, const Row& row,
                                        const std::string& reference);
 
-// "daemon call p50 at least `factor` x faster than <other> p50", per payload.
+// A target on the p50 ratio other / reference, per payload: at least
+// `factor` (the reference is that much faster: daemon vs gRPC) or at most
+// `factor` (other is no more than that much slower: Python vs C++).
+struct Target {
+  std::string reference;  // mechanism key
+  std::string other;      // mechanism key
+  double factor = 1;
+  bool at_most = false;     // ratio <= factor, else ratio >= factor
+  std::string description;  // "daemon call p50 at least 5x faster than gRPC unary p50"
+};
 struct Verdict {
   bool measured = false;  // every payload had both figures
   bool met = false;
-  std::string description;  // "daemon call p50 at least 5x faster than gRPC unary p50"
-  std::string line;         // the final line of the report
+  std::string description;
+  std::string line;  // a final line of the report
 };
 Verdict EvaluateTarget(const std::vector<Row>& rows, const std::vector<size_t>& payloads,
-                       const std::string& reference, const std::string& other, double factor);
+                       const Target& target);
 
 void PrintTable(FILE* out, const std::vector<Row>& rows, const std::string& reference);
 
@@ -57,7 +66,7 @@ struct RunInfo {
   std::string kernel;
 };
 mcdma::Status WriteJson(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
-                        const std::string& reference, const Verdict& verdict);
+                        const std::string& reference, const std::vector<Verdict>& verdicts);
 
 // "64 B", "4 KiB", "1 MiB" (exact multiples only; otherwise bytes).
 std::string FormatBytes(size_t bytes);

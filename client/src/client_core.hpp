@@ -189,6 +189,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::mutex work_mu_;
   std::condition_variable work_cv_;
   std::deque<shm::EventDesc> work_;  // GUARDED_BY(work_mu_)
+  // work_.size(), readable without the lock: an idle handler thread spins
+  // on it for spin_budget before it sleeps on work_cv_.
+  std::atomic<uint32_t> work_queued_{0};
   std::vector<std::thread> workers_;
 
   std::atomic<bool> stop_{false};

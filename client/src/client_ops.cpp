@@ -158,6 +158,7 @@ bool ClientCore::ReapInbox() {
     if (options_.handler_threads > 0) {
       std::lock_guard lock(work_mu_);
       work_.push_back(ev);
+      work_queued_.fetch_add(1, std::memory_order_release);
       work_cv_.notify_one();
     } else {
       RunHandler(ev);
@@ -169,7 +170,13 @@ bool ClientCore::ReapInbox() {
 }
 
 void ClientCore::HandlerWorker() {
+  // After a handler, the thread spins (yielding) for spin_budget before it
+  // sleeps: back-to-back calls, a ping-pong's, find it awake, as the
+  // progress thread would be (handler_threads = 0), without a wake-up each.
+  wait::Backoff backoff(options_.spin_budget);
   while (true) {
+    while (work_queued_.load(std::memory_order_acquire) == 0 && !stop_.load() && backoff.Spin()) {
+    }
     shm::EventDesc ev;
     {
       std::unique_lock lock(work_mu_);
@@ -177,8 +184,10 @@ void ClientCore::HandlerWorker() {
       if (work_.empty()) return;
       ev = work_.front();
       work_.pop_front();
+      work_queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     RunHandler(ev);
+    backoff.Reset();
   }
 }
 

@@ -15,6 +15,7 @@ Failures raise subclasses of mcdma.Error named after the status code.
 from __future__ import annotations
 
 import atexit
+import functools
 import threading
 import weakref
 from concurrent.futures import Future
@@ -148,22 +149,38 @@ class Client(BulkMixin):
             raise
         return fut
 
-    def serve(self, service: str, handler: Handler) -> int:
+    def serve(self, service: str, handler: Handler, *, inline: bool = False) -> int:
         """Serves `service` with ``handler(request: bytes, info: CallInfo)``.
 
         The handler returns the reply (bytes-like, str or None for empty)
         or raises: an ``mcdma.Error`` subclass answers the caller with that
-        code and message, any other exception with INTERNAL. It runs on a
-        handler thread; notifications to the service call it too
-        (``info.one_way``, return value dropped). Returns the service id.
-        Raises ``mcdma.AlreadyExists`` when the name is taken.
+        code and message, any other exception with INTERNAL. Notifications
+        to the service call it too (``info.one_way``, return value dropped).
+        Returns the service id. Raises ``mcdma.AlreadyExists`` when the name
+        is taken.
+
+        Where it runs: by default on one of the package's Python handler
+        threads, to which the library hands each call (a thread wake-up and
+        a GIL hand-off per call). With ``inline=True`` the library thread
+        that reaped the call takes the GIL and runs the handler itself: a
+        round trip costs about what it costs between C++ apps
+        (bench/README.md, the local call bench), but while the handler runs
+        that thread serves no other call of this client, so keep such
+        handlers short and never wait in one for a call to this same
+        client's services. At most ``handler_threads`` handlers run at once
+        either way.
         """
-        token = self._dispatch.add_handler(handler)
-        try:
-            service_id = self._core.serve(service, token)
-        except BaseException:
-            self._dispatch.remove_handler(token)
-            raise
+        if inline:
+            token = 0
+            service_id = self._core.serve_inline(
+                service, functools.partial(self._dispatch.run_inline, handler))
+        else:
+            token = self._dispatch.add_handler(handler)
+            try:
+                service_id = self._core.serve(service, token)
+            except BaseException:
+                self._dispatch.remove_handler(token)
+                raise
         with self._lock:
             self._services[service_id] = (service, token)
         return service_id
@@ -178,7 +195,7 @@ class Client(BulkMixin):
                 service = ids[0]
             entry = self._services.pop(service, None)
         self._core.unserve(service)
-        if entry is not None:
+        if entry is not None and entry[1] != 0:
             self._dispatch.remove_handler(entry[1])
 
     # ---- notifications ----

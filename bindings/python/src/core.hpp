@@ -80,6 +80,9 @@ class Core {
               std::optional<double> timeout);
   // Handlers run in Python: calls are queued for NextCall with `token`.
   uint64_t Serve(const std::string& service, uint64_t token);
+  // Handlers run inline: the library thread that reaped the call takes the
+  // GIL and calls runner(call) -> (code, message, reply) itself (gil.hpp).
+  uint64_t ServeInline(const std::string& service, pybind11::function runner);
   std::shared_ptr<NotifyQueue> Subscribe(const std::string& service, size_t max_pending,
                                          uint64_t* service_id);
   void Unserve(uint64_t service_id);

@@ -138,3 +138,69 @@ void Core::Unserve(uint64_t service_id) {
 }
 
 }  // namespace mcdma::python
+
+namespace mcdma::python {
+namespace {
+
+// A Python callable owned by library code: its last reference may be
+// dropped on any thread, with or without the GIL.
+struct PyRef {
+  explicit PyRef(pybind11::function f) : fn(f.release().ptr()) {}
+  PyRef(const PyRef&) = delete;
+  PyRef& operator=(const PyRef&) = delete;
+  ~PyRef() {
+    if (Py_IsInitialized() == 0 || Finalizing()) return;  // the interpreter owns it now
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF(fn);
+    PyGILState_Release(g);
+  }
+  PyObject* fn;
+};
+
+}  // namespace
+
+uint64_t Core::ServeInline(const std::string& service, pybind11::function runner) {
+  Client& c = Open();
+  auto ref = std::make_shared<PyRef>(std::move(runner));
+  // Runs on a library handler thread: the call's own thread runs the
+  // Python handler (no hand-off to a Python thread, no second wake-up).
+  Handler handler = [ref, token = uint64_t{0}, service](ServerCall& call) {
+    if (Py_IsInitialized() == 0 || Finalizing()) {
+      if (!call.one_way()) (void)call.ReplyError(Status(Code::kCancelled, "Python is exiting"));
+      return;
+    }
+    auto in = std::make_shared<IncomingCall>();
+    in->token = token;
+    in->service = service;
+    in->service_id = call.service_id();
+    in->payload.assign(call.view());
+    in->one_way = call.one_way();
+    in->time_left = call.time_left();
+    in->arrived = Clock::now();
+    Status status;
+    std::string reply;
+    PyGILState_STATE g = PyGILState_Ensure();
+    try {
+      pybind11::object result = pybind11::reinterpret_borrow<pybind11::function>(ref->fn)(in);
+      auto answer = result.cast<pybind11::tuple>();
+      int code = answer[0].cast<int>();
+      if (code != 0) {
+        status = Status(CodeFromWire(static_cast<uint64_t>(code)), answer[1].cast<std::string>());
+      } else if (!call.one_way()) {
+        InputBytes bytes(answer[2]);
+        reply.assign(reinterpret_cast<const char*>(bytes.span().data()), bytes.span().size());
+      }
+    } catch (pybind11::error_already_set& e) {
+      status =
+          Status(Code::kInternal, std::string("the inline handler's runner failed: ") + e.what());
+    } catch (const std::exception& e) {
+      status = Status(Code::kInternal, std::string("the inline handler's answer: ") + e.what());
+    }
+    PyGILState_Release(g);
+    if (call.one_way()) return;
+    (void)(status.ok() ? call.Reply(std::string_view(reply)) : call.ReplyError(status));
+  };
+  return Check(WithoutGil([&] { return c.Serve(service, std::move(handler)); }));
+}
+
+}  // namespace mcdma::python

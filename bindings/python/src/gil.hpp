@@ -3,10 +3,15 @@
 //  * Every call into libmcdma that can wait (a transfer, a call, a gRPC
 //    control request, connect, close) runs inside WithoutGil, so other Python
 //    threads keep running meanwhile.
-//  * No library thread (progress, handler, stream) ever takes the GIL. Work
-//    that needs Python is queued (queues.hpp) and picked up by Python threads
-//    the package starts (mcdma/_dispatch.py). So a library thread can never
-//    deadlock on the GIL, at Client close or at interpreter shutdown.
+//  * No library thread (progress, stream) takes the GIL, and a handler thread
+//    only for a service served inline (Client.serve(..., inline=True)). Other
+//    work that needs Python is queued (queues.hpp) and picked up by Python
+//    threads the package starts (mcdma/_dispatch.py). An inline handler
+//    takes the GIL with PyGILState_Ensure only while the interpreter is not
+//    finalizing (else it answers CANCELLED); atexit closes every client,
+//    which joins the handler threads, before finalization starts; and
+//    Client.close releases the GIL while it joins them. So a library thread
+//    never deadlocks on the GIL nor enters a finalizing interpreter.
 //
 // WithoutGil is deliberately not RAII (unlike py::gil_scoped_release): on
 // Python 3.11, a thread that takes the GIL back while the interpreter
