@@ -4,6 +4,7 @@
 #
 #   scripts/install-deps.sh                 # as root: install what is missing
 #   scripts/install-deps.sh --dry-run       # only list what is missing
+#   scripts/install-deps.sh --with-vllm     # also the vLLM venv (below)
 #
 # Idempotent: when every package is already installed (and the dev venv
 # below has its pinned packages) it exits at once, without touching the network
@@ -21,6 +22,11 @@
 # `nixl` (it bundles UCX; about 430 MB), for the NIXL row of
 # bench/kv/kv_bench.py, in a venv of its own so that its wheels cannot
 # change what the dev venv's packages see.
+# vLLM venv (only with --with-vllm): /opt/mcdma-dev/vllm, the same kind of
+# venv holding PyPI's `vllm` (with its own torch and CUDA libraries: about
+# 6 GB, several minutes to fetch), for tests/python/test_vllm_connector.py
+# (ctest Python.VLLM, registered when this venv exists). CI does not install
+# it; without it that test file skips, saying why.
 # Run zig as: /opt/mcdma-dev/venv/bin/python -m ziglang c++ ...
 # Exit codes: 0 done (or nothing to do), 1 failure, 2 usage.
 set -euo pipefail
@@ -76,6 +82,10 @@ VENV_PINS=(ziglang==0.17.1 clang-tidy==22.1.8 mlx==0.32.4 mlx-cpu==0.32.4 mlx-lm
 # through the bindings (bump it on purpose and rerun bench/kv/kv_bench.py).
 NIXL_VENV=/opt/mcdma-dev/nixl
 NIXL_PINS=(nixl==1.5.1)
+# vllm is pinned: mcdma.vllm implements vLLM's KVConnectorBase_V1, whose
+# hooks change between releases (bump it on purpose and rerun ctest -R VLLM).
+VLLM_VENV=/opt/mcdma-dev/vllm
+VLLM_PINS=(vllm==0.33.0)
 
 # venv_ready PYTHON PIN...: the venv's python exists and has every pin.
 venv_ready() {
@@ -106,9 +116,11 @@ usage() {
 }
 
 dry_run=0
+with_vllm=0
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry_run=1 ;;
+    --with-vllm) with_vllm=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install-deps.sh: unknown argument: $arg" >&2; usage >&2; exit 2 ;;
   esac
@@ -143,8 +155,12 @@ venv_missing=0
 venv_ready "$DEV_PYTHON" "${VENV_PINS[@]}" || venv_missing=1
 nixl_missing=0
 venv_ready "$NIXL_VENV/bin/python" "${NIXL_PINS[@]}" || nixl_missing=1
+vllm_missing=0
+if (( with_vllm )); then
+  venv_ready "$VLLM_VENV/bin/python" "${VLLM_PINS[@]}" || vllm_missing=1
+fi
 
-if (( ${#missing[@]} == 0 && ! venv_missing && ! nixl_missing )); then
+if (( ${#missing[@]} == 0 && ! venv_missing && ! nixl_missing && ! vllm_missing )); then
   echo "install-deps.sh: all ${#PACKAGES[@]} packages already installed," \
        "$DEV_VENV has ${VENV_PINS[*]} and $NIXL_VENV has ${NIXL_PINS[*]}; nothing to do"
   exit 0
@@ -158,6 +174,9 @@ if (( venv_missing )); then
 fi
 if (( nixl_missing )); then
   echo "install-deps.sh: $NIXL_VENV is missing or lacks ${NIXL_PINS[*]}"
+fi
+if (( vllm_missing )); then
+  echo "install-deps.sh: $VLLM_VENV is missing or lacks ${VLLM_PINS[*]}"
 fi
 if (( dry_run )); then
   exit 0
@@ -178,5 +197,8 @@ if (( venv_missing )); then
 fi
 if (( nixl_missing )); then
   make_venv "$NIXL_VENV" "${NIXL_PINS[@]}"
+fi
+if (( vllm_missing )); then
+  make_venv "$VLLM_VENV" "${VLLM_PINS[@]}"
 fi
 echo "install-deps.sh: done"
