@@ -65,8 +65,7 @@ configure() {
 
 suite_targets() {
   # mcdma_integration_tests depends on the daemon, mcdmactl and the test app.
-  echo mcdma_unit_tests mcdma_engine_tests mcdma_integration_tests \
-    mcdma_c_abi_test mcdma_c_abi_options_test mcdma_c_abi_engine_test
+  echo mcdma_unit_tests mcdma_engine_tests mcdma_integration_tests mcdma_c_abi_tests
   if [[ $kind == address ]]; then echo fuzz_all; fi
 }
 
