@@ -15,7 +15,6 @@ Failures raise subclasses of mcdma.Error named after the status code.
 from __future__ import annotations
 
 import atexit
-import functools
 import threading
 import weakref
 from concurrent.futures import Future
@@ -172,8 +171,7 @@ class Client(BulkMixin):
         """
         if inline:
             token = 0
-            service_id = self._core.serve_inline(
-                service, functools.partial(self._dispatch.run_inline, handler))
+            service_id = self._core.serve_inline(service, handler, self._dispatch.inline_error)
         else:
             token = self._dispatch.add_handler(handler)
             try:

@@ -89,17 +89,16 @@ class Dispatcher:
             _log.exception("mcdma: the handler of %r raised", call.service)
             core.fail(call, int(Code.INTERNAL), f"{type(e).__name__}: {e}")
 
-    def run_inline(self, handler: Handler, call: _mcdma.CallInfo) -> Tuple[int, str, Any]:
-        """One call of a service served inline, on the library thread that
-        reaped it (holding the GIL): ``(code, message, reply)``."""
-        try:
-            reply = handler(call._request, call)
-            return 0, "", b"" if reply is None or call.one_way else reply
-        except Error as e:
-            return int(e.code), e.message, b""
-        except BaseException as e:  # noqa: B036 - the caller must get an answer
-            _log.exception("mcdma: the handler of %r raised", call.service)
-            return int(Code.INTERNAL), f"{type(e).__name__}: {e}", b""
+    @staticmethod
+    def inline_error(call: _mcdma.CallInfo, e: BaseException) -> Tuple[int, str]:
+        """The answer to a call whose inline handler raised `e` (or returned
+        what is not bytes-like: a TypeError), as ``(code, message)``: the
+        same as a queued handler's. Runs on the library thread that took
+        the call, holding the GIL."""
+        if isinstance(e, Error):
+            return int(e.code), e.message
+        _log.error("mcdma: the handler of %r raised", call.service, exc_info=e)
+        return int(Code.INTERNAL), f"{type(e).__name__}: {e}"
 
     # ---- futures ----
 

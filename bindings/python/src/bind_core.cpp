@@ -73,9 +73,10 @@ the GIL while it waits. Raises mcdma.Error subclasses.
       .def("serve", &Core::Serve, arg("service"), arg("token"),
            "Serves `service`; its calls are queued for next_call() with `token`. Returns the "
            "service id.")
-      .def("serve_inline", &Core::ServeInline, arg("service"), arg("runner"),
-           "Serves `service`; the library thread that reaped a call takes the GIL and calls "
-           "runner(call) -> (code, message, reply). Returns the service id.")
+      .def("serve_inline", &Core::ServeInline, arg("service"), arg("handler"), arg("on_error"),
+           "Serves `service`; the library thread that took a call takes the GIL and calls "
+           "handler(request, call); when it raises, on_error(call, exception) -> (code, "
+           "message) gives the answer. Returns the service id.")
       .def(
           "subscribe",
           [](Core& self, const std::string& service, size_t max_pending) {

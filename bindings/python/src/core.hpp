@@ -80,9 +80,11 @@ class Core {
               std::optional<double> timeout);
   // Handlers run in Python: calls are queued for NextCall with `token`.
   uint64_t Serve(const std::string& service, uint64_t token);
-  // Handlers run inline: the library thread that reaped the call takes the
-  // GIL and calls runner(call) -> (code, message, reply) itself (gil.hpp).
-  uint64_t ServeInline(const std::string& service, pybind11::function runner);
+  // Handlers run inline: the library thread that took the call takes the
+  // GIL and calls handler(request, call) itself (gil.hpp); when it raises,
+  // on_error(call, exception) -> (code, message) gives the answer.
+  uint64_t ServeInline(const std::string& service, pybind11::function handler,
+                       pybind11::function on_error);
   std::shared_ptr<NotifyQueue> Subscribe(const std::string& service, size_t max_pending,
                                          uint64_t* service_id);
   void Unserve(uint64_t service_id);

@@ -142,65 +142,80 @@ void Core::Unserve(uint64_t service_id) {
 namespace mcdma::python {
 namespace {
 
-// A Python callable owned by library code: its last reference may be
-// dropped on any thread, with or without the GIL.
+// A Python object owned by library code: its last reference may be dropped
+// on any thread, with or without the GIL.
 struct PyRef {
-  explicit PyRef(pybind11::function f) : fn(f.release().ptr()) {}
+  explicit PyRef(py::object o) : obj(o.release().ptr()) {}
   PyRef(const PyRef&) = delete;
   PyRef& operator=(const PyRef&) = delete;
   ~PyRef() {
     if (Py_IsInitialized() == 0 || Finalizing()) return;  // the interpreter owns it now
     PyGILState_STATE g = PyGILState_Ensure();
-    Py_DECREF(fn);
+    Py_DECREF(obj);
     PyGILState_Release(g);
   }
-  PyObject* fn;
+  py::handle get() const { return obj; }
+  PyObject* obj;
 };
+
+// One call of an inline service, run with the GIL held: the handler's
+// answer as a status and reply bytes. Python runs only the handler itself
+// and, when it raised, `on_error(info, exception) -> (code, message)`.
+Status RunInline(const PyRef& handler, const PyRef& on_error, ServerCall& call,
+                 const std::shared_ptr<IncomingCall>& in, std::string& reply) {
+  py::object info = py::cast(in);
+  py::object exception;
+  try {
+    py::bytes request(reinterpret_cast<const char*>(call.view().data()), call.view().size());
+    py::object result = handler.get()(request, info);
+    if (call.one_way() || result.is_none()) return Status::Ok();
+    InputBytes bytes(result);  // raises TypeError for what is not bytes-like
+    reply.assign(reinterpret_cast<const char*>(bytes.span().data()), bytes.span().size());
+    return Status::Ok();
+  } catch (py::error_already_set& e) {
+    exception = e.value();
+  } catch (const py::builtin_exception& e) {
+    exception = py::reinterpret_borrow<py::object>(PyExc_TypeError)(e.what());
+  }
+  try {
+    auto answer = on_error.get()(info, exception).cast<py::tuple>();
+    return Status(CodeFromWire(answer[0].cast<uint64_t>()), answer[1].cast<std::string>());
+  } catch (const std::exception& e) {
+    return Status(Code::kInternal, std::string("the inline handler's error: ") + e.what());
+  }
+}
 
 }  // namespace
 
-uint64_t Core::ServeInline(const std::string& service, pybind11::function runner) {
+uint64_t Core::ServeInline(const std::string& service, py::function handler,
+                           py::function on_error) {
   Client& c = Open();
-  auto ref = std::make_shared<PyRef>(std::move(runner));
-  // Runs on a library handler thread: the call's own thread runs the
-  // Python handler (no hand-off to a Python thread, no second wake-up).
-  Handler handler = [ref, token = uint64_t{0}, service](ServerCall& call) {
+  auto fn = std::make_shared<PyRef>(std::move(handler));
+  auto err = std::make_shared<PyRef>(std::move(on_error));
+  // Runs on a library handler thread, which runs the Python handler itself
+  // (no hand-off to a Python thread, no second wake-up).
+  Handler run = [fn, err, service](ServerCall& call) {
     if (Py_IsInitialized() == 0 || Finalizing()) {
       if (!call.one_way()) (void)call.ReplyError(Status(Code::kCancelled, "Python is exiting"));
       return;
     }
     auto in = std::make_shared<IncomingCall>();
-    in->token = token;
     in->service = service;
     in->service_id = call.service_id();
-    in->payload.assign(call.view());
     in->one_way = call.one_way();
     in->time_left = call.time_left();
     in->arrived = Clock::now();
-    Status status;
     std::string reply;
-    PyGILState_STATE g = PyGILState_Ensure();
-    try {
-      pybind11::object result = pybind11::reinterpret_borrow<pybind11::function>(ref->fn)(in);
-      auto answer = result.cast<pybind11::tuple>();
-      int code = answer[0].cast<int>();
-      if (code != 0) {
-        status = Status(CodeFromWire(static_cast<uint64_t>(code)), answer[1].cast<std::string>());
-      } else if (!call.one_way()) {
-        InputBytes bytes(answer[2]);
-        reply.assign(reinterpret_cast<const char*>(bytes.span().data()), bytes.span().size());
-      }
-    } catch (pybind11::error_already_set& e) {
-      status =
-          Status(Code::kInternal, std::string("the inline handler's runner failed: ") + e.what());
-    } catch (const std::exception& e) {
-      status = Status(Code::kInternal, std::string("the inline handler's answer: ") + e.what());
+    Status status;
+    {
+      KeptThreadGil gil;
+      status = RunInline(*fn, *err, call, in, reply);
+      in.reset();  // the last reference may be Python's
     }
-    PyGILState_Release(g);
     if (call.one_way()) return;
     (void)(status.ok() ? call.Reply(std::string_view(reply)) : call.ReplyError(status));
   };
-  return Check(WithoutGil([&] { return c.Serve(service, std::move(handler)); }));
+  return Check(WithoutGil([&] { return c.Serve(service, std::move(run)); }));
 }
 
 }  // namespace mcdma::python

@@ -7,7 +7,7 @@
 //    only for a service served inline (Client.serve(..., inline=True)). Other
 //    work that needs Python is queued (queues.hpp) and picked up by Python
 //    threads the package starts (mcdma/_dispatch.py). An inline handler
-//    takes the GIL with PyGILState_Ensure only while the interpreter is not
+//    takes the GIL (KeptThreadGil) only while the interpreter is not
 //    finalizing (else it answers CANCELLED); atexit closes every client,
 //    which joins the handler threads, before finalization starts; and
 //    Client.close releases the GIL while it joins them. So a library thread
@@ -63,6 +63,46 @@ auto WithoutGil(F&& fn) -> std::invoke_result_t<F&> {
     return std::move(*result);
   }
 }
+
+// A library thread that runs Python often (an inline handler's) takes the
+// GIL through this: the thread keeps one Python thread state for its life
+// instead of PyGILState_Ensure making and deleting one per call. Call only
+// while the interpreter runs (Py_IsInitialized, !Finalizing). The state is
+// deleted when the thread ends, if the interpreter still runs then (a
+// client's handler threads end in Client.close, before finalization).
+class KeptThreadGil {
+ public:
+  KeptThreadGil() {
+    Keep();
+    state_ = PyGILState_Ensure();
+  }
+  KeptThreadGil(const KeptThreadGil&) = delete;
+  KeptThreadGil& operator=(const KeptThreadGil&) = delete;
+  ~KeptThreadGil() { PyGILState_Release(state_); }
+
+ private:
+  struct Kept {
+    bool kept = false;
+    ~Kept() {
+      if (!kept || Py_IsInitialized() == 0 || Finalizing()) return;
+      // Take the GIL (count 2), drop one count keeping it (count 1), then
+      // the last: PyGILState deletes the thread state and the GIL goes.
+      (void)PyGILState_Ensure();
+      PyGILState_Release(PyGILState_LOCKED);
+      PyGILState_Release(PyGILState_UNLOCKED);
+    }
+  };
+  static void Keep() {
+    thread_local Kept kept;
+    if (kept.kept) return;
+    // A thread state with one count that no Release matches: it outlives
+    // every Ensure/Release pair after it. The GIL is dropped at once.
+    (void)PyGILState_Ensure();
+    (void)PyEval_SaveThread();
+    kept.kept = true;
+  }
+  PyGILState_STATE state_;
+};
 
 // For destructors: runs fn() without the GIL when this thread holds it and
 // the interpreter is not finalizing (then it keeps the GIL: see above). A
