@@ -82,3 +82,49 @@ two_hosts_start() {
   done
   "$ctl" --socket "$dir/b.sock" links
 }
+
+# two_hosts_handoff CONSUMER_NAME PRODUCER_NAME CONSUMER_CMD... -- PRODUCER_CMD...
+# The KV demos' hand-off: the consumer starts first on host-b (output in
+# $dir/b.log) and must print "waiting for hand-off" within 60 s; then the
+# producer starts on host-a ($dir/a.log). Whichever ends first: if it
+# failed, the other would only wait for it until its timeout, so it is
+# ended. Prints both outputs; sets rc_a and rc_b ("-": never started).
+two_hosts_handoff() {
+  local consumer_name=$1 producer_name=$2 first rc other pid_a pid_b
+  shift 2
+  local -a consumer=() producer=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do consumer+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  producer=("$@")
+  echo "== host-b: $consumer_name (consumer) starts first and waits for the hand-off"
+  "${in_b[@]}" "${consumer[@]}" > "$dir/b.log" 2>&1 &
+  pid_b=$!
+  pids+=("$pid_b")
+  for _ in $(seq 600); do
+    grep -q "waiting for hand-off" "$dir/b.log" 2>/dev/null && break
+    kill -0 "$pid_b" 2>/dev/null || break
+    sleep 0.1
+  done
+  rc_a=-
+  rc_b=0
+  if ! grep -q "waiting for hand-off" "$dir/b.log"; then
+    kill "$pid_b" 2>/dev/null || true
+    wait "$pid_b" || rc_b=$?
+    echo "== $consumer_name did not get ready (exit status $rc_b); $producer_name not started"
+  else
+    echo "== host-a: $producer_name (producer) prefills and publishes layer by layer"
+    "${in_a[@]}" "${producer[@]}" > "$dir/a.log" 2>&1 &
+    pid_a=$!
+    pids+=("$pid_a")
+    first=
+    wait -n -p first "$pid_a" "$pid_b" && rc=0 || rc=$?
+    if [ "$first" = "$pid_a" ]; then rc_a=$rc; other=$pid_b; else rc_b=$rc; other=$pid_a; fi
+    if [ "$rc" != 0 ]; then kill "$other" 2>/dev/null || true; fi
+    wait "$other" && rc=0 || rc=$?
+    if [ "$other" = "$pid_a" ]; then rc_a=$rc; else rc_b=$rc; fi
+    echo "== host-a output ($producer_name)"
+    cat "$dir/a.log" 2>/dev/null || true  # missing if it was ended before it started
+  fi
+  echo "== host-b output ($consumer_name)"
+  cat "$dir/b.log"
+}

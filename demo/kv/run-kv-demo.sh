@@ -70,41 +70,9 @@ two_hosts_init "$build"
 two_hosts_start
 common=(--handoff-id demo --timeout 60 "${prompt_flag[@]}" "${model_flags[@]}")
 
-echo "== host-b: decode.py (consumer) starts first and waits for the hand-off"
-"${in_b[@]}" "$py" "$here/decode.py" --socket "$dir/b.sock" --peer host-a \
-  --tokens "$tokens" "${common[@]}" > "$dir/b.log" 2>&1 &
-pid_b=$!
-pids+=("$pid_b")
-for _ in $(seq 600); do
-  grep -q "waiting for hand-off" "$dir/b.log" 2>/dev/null && break
-  kill -0 "$pid_b" 2>/dev/null || break
-  sleep 0.1
-done
-rc_a=-
-rc_b=0
-if ! grep -q "waiting for hand-off" "$dir/b.log"; then
-  kill "$pid_b" 2>/dev/null || true
-  wait "$pid_b" || rc_b=$?
-  echo "== decode.py did not get ready (exit status $rc_b); prefill.py not started"
-else
-  echo "== host-a: prefill.py (producer) prefills and publishes layer by layer"
-  "${in_a[@]}" "$py" "$here/prefill.py" --socket "$dir/a.sock" --peer-host host-b \
-    "${common[@]}" > "$dir/a.log" 2>&1 &
-  pid_a=$!
-  pids+=("$pid_a")
-  # Whichever ends first: if it failed, the other would only wait for it
-  # until its timeout, so end it now.
-  first=
-  wait -n -p first "$pid_a" "$pid_b" && rc=0 || rc=$?
-  if [ "$first" = "$pid_a" ]; then rc_a=$rc; other=$pid_b; else rc_b=$rc; other=$pid_a; fi
-  if [ "$rc" != 0 ]; then kill "$other" 2>/dev/null || true; fi
-  wait "$other" && rc=0 || rc=$?
-  if [ "$other" = "$pid_a" ]; then rc_a=$rc; else rc_b=$rc; fi
-  echo "== host-a output (prefill.py)"
-  cat "$dir/a.log" 2>/dev/null || true  # missing if it was ended before it started
-fi
-echo "== host-b output (decode.py)"
-cat "$dir/b.log"
+two_hosts_handoff decode.py prefill.py \
+  "$py" "$here/decode.py" --socket "$dir/b.sock" --peer host-a --tokens "$tokens" "${common[@]}" \
+  -- "$py" "$here/prefill.py" --socket "$dir/a.sock" --peer-host host-b "${common[@]}"
 
 echo "== summary"
 if [ "$netns" = 1 ]; then echo "  hosts: two network namespaces joined by a veth pair"; else echo "  hosts: loopback"; fi

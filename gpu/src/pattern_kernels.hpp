@@ -9,6 +9,7 @@
 
 namespace mcdma::cuda {
 
+// mcdma::demo::kGolden (demo/kv/pattern_handoff.hpp), which nvcc does not see.
 inline constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 
 // Writes `words` words of layer `layer` at device address `dst`, and waits.

@@ -296,6 +296,11 @@ Status ImportImpl::Finish(uint32_t layer, const std::function<void(uint32_t)>& o
     stats.layers[layer].landed_at = Since(started);
     landed[layer] = true;
     ++landed_count;
+    if (landed_count == sizes.size()) {  // the last: the totals are final with it
+      stats.total_s = stats.layers[layer].landed_at;
+      stats.bytes = 0;
+      for (uint64_t s : sizes) stats.bytes += s;
+    }
   }
   landed_cv.notify_all();
   if (on_layer) on_layer(layer);
@@ -347,12 +352,6 @@ Status ImportImpl::Run(const std::function<void(uint32_t)>& on_layer) {
   }
   if (prev != kNone) {
     if (Status st = Finish(static_cast<uint32_t>(prev), on_layer); !st.ok()) return st;
-  }
-  {
-    std::lock_guard lock(mu);
-    stats.total_s = Since(started);
-    stats.bytes = 0;
-    for (uint64_t s : sizes) stats.bytes += s;
   }
   Struct done;
   (*done.mutable_fields())["op"] = wire::Str("done");
