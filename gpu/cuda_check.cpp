@@ -18,7 +18,6 @@
 // runs the two ends on two hosts. Exit codes: 0 every byte verified, 1
 // failure, 2 usage, 77 no CUDA device (nothing was tried).
 #include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
@@ -129,11 +128,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", kTool, e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return mcdma::demo::GuardedMain(kTool, Main, argc, argv); }

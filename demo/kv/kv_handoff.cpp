@@ -14,7 +14,6 @@
 // writes the same). Prints one line per step; exits 0 only if everything
 // held (the consumer: every byte equal), 1 otherwise, 2 for bad usage.
 #include <cstdio>
-#include <exception>
 #include <vector>
 
 #include "pattern_handoff.hpp"
@@ -83,11 +82,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", kTool, e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return mcdma::demo::GuardedMain(kTool, Main, argc, argv); }

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <exception>
 
 namespace mcdma::demo {
 namespace {
@@ -85,6 +86,15 @@ int RunHandoffCommand(const char* tool, const HandoffCommands& commands, const H
   auto client = Client::Connect(co);
   if (!client.ok()) return Fail(tool, "connect", client.status());
   return commands.produce->parsed() ? produce(**client, o) : consume(**client, o);
+}
+
+int GuardedMain(const char* tool, int (*main_fn)(int, char**), int argc, char** argv) {
+  try {
+    return main_fn(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", tool, e.what());
+    return 1;
+  }
 }
 
 }  // namespace mcdma::demo

@@ -57,4 +57,7 @@ int RunHandoffCommand(const char* tool, const HandoffCommands& commands, const H
                       int (*produce)(Client&, const HandoffOptions&),
                       int (*consume)(Client&, const HandoffOptions&));
 
+// main(): runs main_fn, turning an exception into "<tool>: <what>" and 1.
+int GuardedMain(const char* tool, int (*main_fn)(int, char**), int argc, char** argv);
+
 }  // namespace mcdma::demo
