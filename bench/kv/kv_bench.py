@@ -60,7 +60,7 @@ class Mechanism:
     key: str
     label: str
     kind: str  # "kv", "raw", "pickle" or "nixl"
-    verify: bool = False  # kv: checksums on both ends
+    checksum: bool = False  # kv: KVExport(checksum=True) and KVImport(verify=True); else defaults
     given: bool = False  # kv: KVImport(buffers=...), allocated once and reused
     mode: str = ""  # raw: mcdma_bench_kv_raw's command: "batch", "each" or "fresh"
     seconds: List[float] = field(default_factory=list)
@@ -71,11 +71,11 @@ class Mechanism:
 
 def mechanisms() -> List[Mechanism]:
     return [
-        Mechanism("kv-verify", "mcdma.kv verify=True (KVImport defaults)", "kv", verify=True),
-        Mechanism("kv", "mcdma.kv verify=False", "kv"),
-        Mechanism("kv-given-verify", "mcdma.kv verify=True, buffers given", "kv", verify=True,
+        Mechanism("kv", "mcdma.kv (KVExport, KVImport defaults)", "kv"),
+        Mechanism("kv-checksum", "mcdma.kv checksum=True, verify=True", "kv", checksum=True),
+        Mechanism("kv-given", "mcdma.kv defaults, buffers given", "kv", given=True),
+        Mechanism("kv-given-checksum", "mcdma.kv checksums, buffers given", "kv", checksum=True,
                   given=True),
-        Mechanism("kv-given", "mcdma.kv verify=False, buffers given", "kv", given=True),
         Mechanism("raw-batch", "C++ Resolve + ReadBatch", "raw", mode="batch"),
         Mechanism("raw-each", "C++ Resolve + Read per layer", "raw", mode="each"),
         Mechanism("raw-fresh", "C++ Alloc + Resolve + ReadBatch", "raw", mode="fresh"),
@@ -113,7 +113,7 @@ def parse_args() -> argparse.Namespace:
                         "previous one left behind (freeing its buffers) is over")
     p.add_argument("--json", help="also write the results as JSON to this file (default: none)")
     p.add_argument("--require-target", action="store_true",
-                   help=f"exit 1 unless every mcdma.kv row reaches {TARGET:.2f}x the raw read")
+                   help=f"exit 1 unless every mcdma.kv row without checksums reaches {TARGET:.2f}x the raw read")
     p.add_argument("--loopback", action="store_true",
                    help="both hosts on 127.0.0.1 instead of two network namespaces")
     p.add_argument("--build-dir", type=Path, default=build, help="where the binaries are")
@@ -301,19 +301,21 @@ class Run:
             return self.ep["nixl-b"].request("nixl-pull", t)
         a, b = self.ep["py-a"], self.ep["py-b"]
         hid = f"kvbench-{n}-{m.key}"
-        a.request(f"kv-open {hid} {int(m.verify)}", t)
+        sums = "on" if m.checksum else "default"
+        a.request(f"kv-open {hid} {sums}", t)
         b_owes = False  # B's answer to kv-pull is still to be read
         try:
-            pull = f"kv-pull {hid} {int(m.verify)} {int(m.given)}"
+            pull = f"kv-pull {hid} {sums} {int(m.given)}"
             if self.args.layer_delay_ms > 0:  # B waits for layers while A publishes them
                 b.send(pull)
                 b_owes = True
-                a.request(f"kv-publish {hid} {self.args.layer_delay_ms}", t)
+                published = a.request(f"kv-publish {hid} {self.args.layer_delay_ms}", t)
                 b_owes = False
                 reply = b.answer(t)
             else:
-                a.request(f"kv-publish {hid} 0", t)
+                published = a.request(f"kv-publish {hid} 0", t)
                 reply = b.request(pull, t)
+            reply["publish_s"] = published["seconds"]
         except Failure:
             # Closing revokes the hand-off, so a pull still running fails
             # soon; its answer is read here to keep B's answers in step.
@@ -394,11 +396,13 @@ def report(args: argparse.Namespace, rows: List[Mechanism], notes: List[str]) ->
     for m in ok.values():
         if m.kind == "kv":
             med = {k: lower_median([e[k] for e in m.extra]) for k in
-                   ("kv_open_s", "kv_pull_s", "kv_verify_s", "kv_last_tail_s")}
+                   ("kv_open_s", "kv_pull_s", "kv_verify_s", "kv_last_tail_s", "publish_s")}
             tail = (f", last layer landed {med['kv_last_tail_s'] * 1000:.1f} ms after its layer "
                     "event arrived" if args.layer_delay_ms > 0 else "")
-            print(f"  {m.key}: KVStats, medians: open {med['kv_open_s']:.3f} s, reads "
-                  f"{med['kv_pull_s']:.3f} s, checksums {med['kv_verify_s']:.3f} s{tail}")
+            print(f"  {m.key}: KVStats, medians: open {med['kv_open_s']:.3f} s, layer reads "
+                  f"{med['kv_pull_s']:.3f} s (summed; two overlap), checksums "
+                  f"{med['kv_verify_s']:.3f} s{tail}; A's publish_layer calls "
+                  f"{med['publish_s'] * 1000:.1f} ms (untimed)")
         elif m.kind == "nixl":
             post = lower_median([e["nixl_post_s"] for e in m.extra])
             polls = lower_median([e["nixl_polls"] for e in m.extra])
@@ -417,13 +421,17 @@ def report(args: argparse.Namespace, rows: List[Mechanism], notes: List[str]) ->
 
     if best and kvs:
         heading(f"ratio mcdma.kv / raw C++ (medians; raw = the faster raw row, {best.label}, "
-              f"{gbps[best.key]:.3f} GB/s); target >= {TARGET:.2f}:")
+              f"{gbps[best.key]:.3f} GB/s); target >= {TARGET:.2f} for the default path:")
         for m in kvs:
             r = gbps[m.key] / gbps[best.key]
-            verdict = "target met" if r >= TARGET else "target NOT met"
+            ratio: dict = {"ratio": r, "raw": best.key}
+            if m.checksum:  # opted in: one more pass over the cache on each end
+                verdict = "(checksums opted in)"
+            else:
+                verdict = "target met" if r >= TARGET else "target NOT met"
+                ratio["target_met"] = r >= TARGET
             print(f"  {m.label:<42} {r:6.2f}x  {verdict}")
-            out["ratios"][f"{m.key}/raw"] = {"ratio": r, "raw": best.key,
-                                             "target_met": r >= TARGET}
+            out["ratios"][f"{m.key}/raw"] = ratio
     # Like for like: KVImport allocates its buffers per hand-off by default.
     fresh = [m for m in kvs if not m.given]
     if "raw-fresh" in ok and fresh:

@@ -133,10 +133,11 @@ def run_producer(args: argparse.Namespace, answer: Answer) -> int:
     for line in sys.stdin:
         cmd, *rest = line.split()
         try:
-            if cmd == "kv-open":  # ID CHECKSUM(0|1)
+            if cmd == "kv-open":  # ID CHECKSUMS(default|on)
+                sums = {"checksum": True} if rest[1] == "on" else {}  # else KVExport's default
                 exports[rest[0]] = kv.KVExport(client, rest[0], layers=bufs, manifest=MANIFEST,
                                                allowed_peers=[args.peer], ttl=args.timeout,
-                                               checksum=rest[1] == "1")
+                                               **sums)
                 answer.send(ok=True)
             elif cmd == "kv-publish":  # ID DELAY_MS: publish every layer, DELAY_MS apart
                 exp, delay = exports[rest[0]], float(rest[1]) / 1000
@@ -165,7 +166,7 @@ def run_producer(args: argparse.Namespace, answer: Answer) -> int:
 
 # ---- host B: the consumer ----
 
-def kv_pull(client: Any, args: argparse.Namespace, handoff_id: str, verify: bool,
+def kv_pull(client: Any, args: argparse.Namespace, handoff_id: str, verify: Optional[bool],
             given: Optional[List[Any]]) -> Dict[str, Any]:
     from mcdma import kv
 
@@ -173,8 +174,9 @@ def kv_pull(client: Any, args: argparse.Namespace, handoff_id: str, verify: bool
         for buf in given:  # untimed: the pages stay resident, the bytes go
             np.frombuffer(buf, dtype=np.uint8)[:] = 0
     t0 = time.perf_counter()
+    sums = {} if verify is None else {"verify": verify}  # None: KVImport's default
     imp = kv.KVImport(client, args.peer, handoff_id, expect=MANIFEST, deadline=args.timeout,
-                      verify=verify, buffers=given)
+                      buffers=given, **sums)
     try:
         stats = imp.pull()
         seconds = time.perf_counter() - t0
@@ -240,10 +242,11 @@ def run_consumer(args: argparse.Namespace, answer: Answer) -> int:
     for line in sys.stdin:
         cmd, *rest = line.split()
         try:
-            if cmd == "kv-pull":  # ID VERIFY(0|1) BUFFERS_GIVEN(0|1)
+            if cmd == "kv-pull":  # ID CHECKSUMS(default|on) BUFFERS_GIVEN(0|1)
                 if rest[2] == "1" and given is None:
                     given = kv.allocate_layers(client, args.layer_bytes, args.layers)
-                answer.send(ok=True, **kv_pull(client, args, rest[0], rest[1] == "1",
+                verify = True if rest[1] == "on" else None
+                answer.send(ok=True, **kv_pull(client, args, rest[0], verify,
                                                given if rest[2] == "1" else None))
             elif cmd == "raw-check":  # PREFIX: mcdma_bench_kv_raw's exports hold our pattern
                 answer.send(ok=True, layers=raw_check(client, args, rest[0]))

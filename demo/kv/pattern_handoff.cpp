@@ -31,6 +31,8 @@ HandoffCommands AddHandoffCommands(CLI::App& app, HandoffOptions& o) {
   c.produce->add_option("--layer-bytes", o.layer_bytes, "bytes per layer")
       ->check(CLI::Range(uint64_t{8}, uint64_t{1} << 34));
   c.produce->add_option("--allow", o.allow, "hosts whose apps may pull it");
+  c.produce->add_flag("--checksum", o.checksum,
+                      "publish each layer's XXH3-64 (the consumer checks it)");
   c.consume->add_option("--peer", o.peer, "the producer's host (empty: this host)");
   return c;
 }
@@ -44,6 +46,7 @@ int OfferAndPublish(const char* tool, Client& client, const HandoffOptions& o,
                     const std::vector<Buffer>& layers) {
   kv::ExportOptions eo;
   eo.allowed_peers = o.allow;
+  eo.checksum = o.checksum;
   auto exp = kv::Export::Create(client, o.id, layers, PatternManifest(), eo);
   if (!exp.ok()) return Fail(tool, "export", exp.status());
   std::printf("READY %s: %zu layers of %llu bytes\n", o.id.c_str(), layers.size(),

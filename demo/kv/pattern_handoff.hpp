@@ -29,6 +29,7 @@ struct HandoffOptions {
   uint32_t layers = 4;
   uint64_t layer_bytes = 1 << 20;
   int timeout_ms = 60000;
+  bool checksum = false;  // produce: publish each layer's XXH3-64
 };
 
 // The tool's `produce` and `consume` subcommands, with the options above

@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> None:
         manifest["demo.prefill_t0_unix"] = t0_unix  # lets B place its arrivals on A's timeline
         marks = []  # (K/V written, published) per layer, seconds since t0
         with kv.KVExport(client, args.handoff_id, layers=buffers, manifest=manifest,
-                         allowed_peers=[args.peer_host], ttl=args.timeout) as exp:
+                         allowed_peers=[args.peer_host], ttl=args.timeout,
+                         checksum=True) as exp:  # B checks every layer (shown per layer)
             say(f"hand-off {args.handoff_id!r} served to {args.peer_host}; prefilling "
                 f"{len(prefix)} of {len(tokens)} prompt tokens (the last is B's first input)")
 

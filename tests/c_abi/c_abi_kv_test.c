@@ -64,8 +64,12 @@ int main(void) {
     if (layers[i] != NULL) fill(layers[i], i);
   }
   mcdma_kv_export* exp = NULL;
+  mcdma_kv_export_options eo;
+  mcdma_kv_export_options_init(&eo);
+  CHECK(eo.checksum == 0 && eo.ttl_ms == 600000, "export option defaults");
+  eo.checksum = 1; /* the corrupted-layer check below needs them */
   CHECK(mcdma_kv_export_create(producer, "c-abi.kv:1", layers, kLayers,
-                               "{\"dtype\":\"uint8\",\"token_digest\":\"ab12\"}", NULL,
+                               "{\"dtype\":\"uint8\",\"token_digest\":\"ab12\"}", &eo,
                                &exp) == MCDMA_OK,
         "export create");
   if (exp == NULL) return FINISH("c_abi_kv_test");

@@ -159,11 +159,29 @@ def test_revoked_mid_pull_fails_the_import(pair):
         imp.close()
 
 
+def test_checksums_are_the_producers_choice(pair):
+    """KVExport publishes no checksums unless asked: the manifest says so,
+    and the consumer (verify=True, its default) has nothing to check."""
+    a, b = pair
+    hid = uniq("nosum")
+    bufs = kv.allocate_layers(a, MIB, 2)
+    for i, buf in enumerate(bufs):
+        np.frombuffer(buf, np.uint8)[:] = i + 1
+    with kv.KVExport(a, hid, bufs, {}, allowed_peers=["host-b"]) as exp:
+        exp.publish_all()
+        with kv.KVImport(b, "host-a", hid, deadline=60) as imp:
+            assert imp.manifest["checksum"] is None
+            stats = imp.pull()
+            assert stats.bytes == 2 * MIB
+            assert [layer.verify_s for layer in stats.layers] == [0.0, 0.0]
+            assert bytes(imp.buffers[1]) == bytes(bufs[1])
+
+
 def test_corrupted_layer_fails_its_checksum(pair):
     a, b = pair
     hid = uniq("corrupt")
     bufs = kv.allocate_layers(a, MIB, 2)
-    with kv.KVExport(a, hid, bufs, {}, allowed_peers=["host-b"]) as exp:
+    with kv.KVExport(a, hid, bufs, {}, allowed_peers=["host-b"], checksum=True) as exp:
         exp.publish_all()
         np.frombuffer(bufs[1], np.uint8)[100] ^= 0xFF  # changed after publication
         with kv.KVImport(b, "host-a", hid, deadline=60) as imp:

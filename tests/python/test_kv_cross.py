@@ -36,7 +36,7 @@ def test_cpp_producer_to_python_consumer(two_hosts):
     hid = uniq("cpp2py")
     proc = subprocess.Popen([tool(), "produce", "--socket", two_hosts.a.socket, "--id", hid,
                              "--layers", "5", "--layer-bytes", str(3 * MIB + 4096),
-                             "--allow", "host-b", "--timeout-ms", "30000"],
+                             "--allow", "host-b", "--checksum", "--timeout-ms", "30000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().startswith(f"READY {hid}")
@@ -68,7 +68,7 @@ def test_python_producer_to_cpp_consumer(two_hosts):
         bufs = kv.allocate_layers(a, [2 * MIB, MIB, 64 * 1024])
         for i, buf in enumerate(bufs):
             np.frombuffer(buf, np.uint64)[:] = pattern(buf, i, len(buf))
-        with kv.KVExport(a, hid, bufs, PATTERN, allowed_peers=["host-b"]) as exp:
+        with kv.KVExport(a, hid, bufs, PATTERN, allowed_peers=["host-b"], checksum=True) as exp:
             proc = subprocess.Popen([tool(), "consume", "--socket", two_hosts.b.socket,
                                      "--peer", "host-a", "--id", hid, "--timeout-ms", "30000"],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

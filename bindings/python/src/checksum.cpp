@@ -1,10 +1,10 @@
 // mcdma._mcdma.checksum: XXH3-64 of a byte range of any contiguous buffer
 // (an mcdma.Buffer, a numpy array, bytes), computed with the GIL released.
-// The KV hand-off (mcdma.kv) checks every layer with it: xxHash runs at
-// memory speed, where Python's zlib.crc32 would halve a transfer's rate.
+// It is libmcdma's kv::Checksum, the hand-off's own layer checksum (xxHash,
+// with the widest vector unit the CPU has), so a layer checked here and one
+// checked by kv::Import agree by construction.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <xxhash.h>
 
 #include <cstdint>
 #include <optional>
@@ -12,6 +12,7 @@
 
 #include "bindings.hpp"
 #include "gil.hpp"
+#include "mcdma/kv.hpp"
 
 namespace py = pybind11;
 
@@ -39,8 +40,8 @@ uint64_t Checksum(const py::buffer& data, uint64_t offset, std::optional<uint64_
                           std::to_string(offset) + " run past the end (" + std::to_string(size) +
                           " bytes)");
   }
-  const auto* bytes = static_cast<const unsigned char*>(info.ptr) + offset;
-  return WithoutGil([&] { return static_cast<uint64_t>(XXH3_64bits(bytes, n)); });
+  const auto* bytes = static_cast<const std::byte*>(info.ptr) + offset;
+  return WithoutGil([&] { return kv::Checksum({bytes, n}); });
 }
 
 }  // namespace

@@ -107,7 +107,10 @@ class BufferPool {
 struct ExportOptions {
   std::vector<std::string> allowed_peers;  // hosts whose apps may pull it
   std::chrono::milliseconds ttl{600000};   // until it expires; 0: until closed
-  bool checksum = true;                    // publish each layer's XXH3-64
+  // Publish each layer's XXH3-64 for consumers to check (kVerify). Off by
+  // default: it costs a pass over the cache on each end, on the producer
+  // before each layer is announced (docs/architecture.md §18.3).
+  bool checksum = false;
 };
 
 class Export {

@@ -298,7 +298,7 @@ typedef struct mcdma_kv_export_options {
   size_t struct_size;
   const char* const* allowed_peers; /* hosts whose apps may pull it (NULL: none) */
   uint32_t allowed_peer_count;
-  uint32_t checksum; /* nonzero: publish each layer's XXH3-64 (1) */
+  uint32_t checksum; /* nonzero: publish each layer's XXH3-64 (0) */
   uint64_t ttl_ms;   /* until it expires; 0: until closed (600000) */
 } mcdma_kv_export_options;
 
@@ -306,7 +306,6 @@ static inline void mcdma_kv_export_options_init(mcdma_kv_export_options* o) {
   size_t i;
   for (i = 0; i < sizeof(*o); i++) ((unsigned char*)o)[i] = 0;
   o->struct_size = sizeof(*o);
-  o->checksum = 1;
   o->ttl_ms = 600000;
 }
 
@@ -318,7 +317,7 @@ mcdma_code mcdma_kv_export_create(mcdma_client* client, const char* handoff_id,
                                   mcdma_buffer* const* layers, uint32_t n_layers,
                                   const char* manifest_json, const mcdma_kv_export_options* options,
                                   mcdma_kv_export** out);
-/* Layer `layer` is final: checksummed, every consumer told. */
+/* Layer `layer` is final: checksummed (with options.checksum), every consumer told. */
 mcdma_code mcdma_kv_export_publish(mcdma_kv_export* exp, uint32_t layer);
 mcdma_code mcdma_kv_export_publish_all(mcdma_kv_export* exp);
 /* Waits until `count` consumers have every layer (MCDMA_TIMEOUT otherwise). */
@@ -341,7 +340,7 @@ typedef struct mcdma_kv_import_options {
   const char* token_digest; /* the manifest's token_digest must be this (NULL: unchecked) */
   uint32_t deadline_ms;     /* every layer landed by then, from open (60000) */
   uint32_t open_wait_ms;    /* retry the open while nothing serves it yet (0) */
-  uint32_t verify;          /* nonzero: check each layer's checksum (1) */
+  uint32_t verify;          /* nonzero: check each published checksum (1) */
   uint32_t buffer_count;    /* layers land in `buffers` when nonzero (one per layer) */
   mcdma_buffer* const* buffers;
   mcdma_kv_pool* pool; /* else buffers from this pool; else fresh ones */

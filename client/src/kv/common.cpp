@@ -1,7 +1,11 @@
 // The hand-off's small shared pieces: ids, states, the layer checksum, and
 // the consumers' buffer pool.
+#ifdef MCDMA_XXH3_DISPATCH
+#include <xxh_x86dispatch.h>  // libxxhash: SSE2, AVX2 or AVX-512, chosen at run time
+#else
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#endif
 
 #include <algorithm>
 
@@ -35,7 +39,11 @@ const char* StateName(State state) {
 }
 
 uint64_t Checksum(std::span<const std::byte> bytes) {
+#ifdef MCDMA_XXH3_DISPATCH
+  return XXH3_64bits_dispatch(bytes.data(), bytes.size());
+#else
   return XXH3_64bits(bytes.data(), bytes.size());
+#endif
 }
 
 BufferPool::BufferPool(Client& client, uint64_t max_idle_bytes)

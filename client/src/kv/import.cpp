@@ -25,6 +25,8 @@ constexpr milliseconds kCallCap{10000};
 // Events queued for the pulling thread. A producer sends one per layer and
 // one at the end; more than this is a broken or hostile producer.
 constexpr size_t kMaxQueued = 2 * kMaxLayers + 16;
+// Layer reads in flight at once (ImportImpl::Run).
+constexpr size_t kWindow = 2;
 
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -67,7 +69,7 @@ struct ImportImpl {
 
   std::string manifest_json;
   std::vector<uint64_t> sizes;
-  std::vector<RemoteBuffer> remotes;
+  std::vector<std::optional<RemoteBuffer>> remotes;  // resolved just before its read
   std::vector<Buffer> buffers;
   std::deque<uint32_t> pending;
   std::vector<std::optional<std::optional<uint64_t>>> checksums;  // per layer: known event?
@@ -140,6 +142,21 @@ struct ImportImpl {
     return Status(Code::kInvalid,
                   "hand-off " + id + ": unknown state '" + state.value_or("").substr(0, 32) + "'");
   }
+  // Layer `layer`'s export, resolved on first use: each resolve is a round
+  // trip to the producer's host, so they run while earlier layers move.
+  Result<RemoteBuffer> Remote(uint32_t layer) {
+    std::optional<RemoteBuffer>& slot = remotes[layer];
+    if (slot.has_value()) return *slot;
+    auto r = client->Resolve(wire::ExportName(id, layer), peer);
+    if (!r.ok()) return Failure(r.status(), "resolving layer " + std::to_string(layer));
+    slot = *r;
+    if (r->length < sizes[layer]) {
+      return Named(Code::kInvalid, Reason::kHandoffManifest,
+                   "layer " + std::to_string(layer) + " export holds " + std::to_string(r->length) +
+                       " bytes, the manifest says " + std::to_string(sizes[layer]));
+    }
+    return *r;
+  }
   Status Probe() const {
     Struct status;
     (*status.mutable_fields())["op"] = wire::Str("status");
@@ -189,16 +206,7 @@ Result<Struct> ImportImpl::OpenCall(milliseconds open_wait) {
 
 Status ImportImpl::Prepare(const ImportOptions& options, const wire::Manifest& manifest) {
   sizes = manifest.layer_nbytes;
-  for (uint32_t i = 0; i < sizes.size(); ++i) {
-    auto r = client->Resolve(wire::ExportName(id, i), peer);
-    if (!r.ok()) return Failure(r.status(), "resolving layer " + std::to_string(i));
-    remotes.push_back(*r);
-    if (r->length < sizes[i]) {
-      return Named(Code::kInvalid, Reason::kHandoffManifest,
-                   "layer " + std::to_string(i) + " export holds " + std::to_string(r->length) +
-                       " bytes, the manifest says " + std::to_string(sizes[i]));
-    }
-  }
+  remotes.resize(sizes.size());
   if (!options.buffers.empty()) {
     bool fit = options.buffers.size() == sizes.size();
     for (size_t i = 0; fit && i < sizes.size(); ++i) {
@@ -307,51 +315,62 @@ Status ImportImpl::Finish(uint32_t layer, const std::function<void(uint32_t)>& o
   return Status::Ok();
 }
 
+// Up to kWindow layer reads are in flight at once, so that the link moves
+// the next layer while a completion travels back to this thread and the
+// read after it is asked for; a landed layer is checked while the others
+// move.
 Status ImportImpl::Run(const std::function<void(uint32_t)>& on_layer) {
+  struct Moving {
+    uint32_t layer;
+    Clock::time_point t0;
+    Future<uint64_t> future;
+  };
+  std::deque<Moving> moving;
+  auto drain = [&moving](Status st) {  // the buffers are the daemon's until each read ends
+    for (auto& m : moving) (void)m.future.Wait();
+    moving.clear();
+    return st;
+  };
+  // Asks for every published layer the window has room for; blocks for the
+  // next event only when nothing moves.
+  auto fill = [&](bool may_block) -> Status {
+    while (moving.size() < kWindow) {
+      auto next = NextEvent(may_block && moving.empty());
+      if (!next.ok()) return next.status();
+      if (!next->has_value()) return Status::Ok();
+      auto left = Left();
+      if (!left.ok()) return left.status();
+      uint32_t layer = **next;
+      auto t0 = Clock::now();
+      auto remote = Remote(layer);
+      if (!remote.ok()) return remote.status();
+      moving.push_back(
+          {layer, t0, client->ReadAsync(*remote, 0, buffers[layer], 0, sizes[layer], *left)});
+    }
+    return Status::Ok();
+  };
   const size_t n = sizes.size();
-  constexpr int64_t kNone = -1;
-  int64_t prev = kNone;  // the layer read, not yet verified
-  size_t finished = 0;
-  while (finished + (prev != kNone ? 1 : 0) < n) {
-    auto next = NextEvent(prev == kNone);
-    if (!next.ok()) return next.status();
-    const std::optional<uint32_t> published = *next;
-    if (!published.has_value()) {
-      if (prev == kNone) continue;
-      if (Status st = Finish(static_cast<uint32_t>(prev), on_layer); !st.ok()) return st;
-      ++finished;
-      prev = kNone;
-      continue;
-    }
-    uint32_t layer = *published;
-    auto left = Left();
-    if (!left.ok()) return left.status();
-    auto t0 = Clock::now();
-    auto future = client->ReadAsync(remotes[layer], 0, buffers[layer], 0, sizes[layer], *left);
-    if (prev != kNone) {  // verify the previous layer while this one moves
-      if (Status st = Finish(static_cast<uint32_t>(prev), on_layer); !st.ok()) {
-        (void)future.Wait();
-        return st;
-      }
-      ++finished;
-    }
-    auto moved = future.Wait();
+  for (size_t finished = 0; finished < n; ++finished) {
+    if (Status st = fill(true); !st.ok()) return drain(st);
+    Moving done = std::move(moving.front());
+    moving.pop_front();
+    auto moved = done.future.Wait();
     if (!moved.ok()) {
+      Status st = Failure(moved.status(), "reading layer " + std::to_string(done.layer));
       Code c = moved.status().code();
       if (c == Code::kRevoked || c == Code::kNotFound || c == Code::kPeerGone) {
         // The producer ended it or is gone: say which.
-        if (Status st = Probe(); !st.ok()) return st;
+        if (Status probed = Probe(); !probed.ok()) st = probed;
       }
-      return Failure(moved.status(), "reading layer " + std::to_string(layer));
+      return drain(st);
     }
     {
       std::lock_guard lock(mu);
-      stats.layers[layer].pull_s = Since(t0);
+      stats.layers[done.layer].pull_s = Since(done.t0);
     }
-    prev = layer;
-  }
-  if (prev != kNone) {
-    if (Status st = Finish(static_cast<uint32_t>(prev), on_layer); !st.ok()) return st;
+    // The next reads go out before this layer is checked.
+    if (Status st = fill(false); !st.ok()) return drain(st);
+    if (Status st = Finish(done.layer, on_layer); !st.ok()) return drain(st);
   }
   Struct done;
   (*done.mutable_fields())["op"] = wire::Str("done");
@@ -365,7 +384,9 @@ void ImportImpl::Release() {
     (void)client->Unserve(notify_id);
     notify_id = 0;
   }
-  for (const auto& r : remotes) (void)client->Release(r);
+  for (const auto& r : remotes) {
+    if (r) (void)client->Release(*r);
+  }
   remotes.clear();
 }
 
