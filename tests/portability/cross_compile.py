@@ -136,9 +136,10 @@ UAPI_DIRS = {
 }
 UAPI_PROBE = "infiniband/verbs.h"
 
-# Every -D of the Linux build is kept: none is Linux-specific today (add a
-# name here if one ever is).
-LINUX_ONLY_DEFINES = ()
+# Every -D of the Linux build is kept, except these, which the build sets
+# only on its x86-64 Linux host: MCDMA_XXH3_DISPATCH (libmcdma calls
+# libxxhash's run-time dispatch there; a Mac build inlines xxHash).
+LINUX_ONLY_DEFINES = ("MCDMA_XXH3_DISPATCH",)
 
 # Flags of our own, before the compile database's: zig's default -O0 -g plus
 # UBSan is ~25% slower and adds nothing to "does it compile"; -w keeps a

@@ -112,7 +112,8 @@ class KVImport:
     (``buffers``): the given ones (each at least the layer's size), else
     from `pool` (default: the client's, ``pool_for``; None: fresh buffers).
     `deadline`: seconds from now by which every layer must have landed.
-    `verify`: check each layer's published XXH3-64.
+    `verify`: check each layer's XXH3-64 when the producer published one
+    (``KVExport(checksum=True)``).
 
     Raises ``HandoffExpired``/``HandoffRevoked`` for a hand-off that has
     ended, ``ProducerGone`` when no producer serves it (after retrying for

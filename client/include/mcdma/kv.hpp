@@ -107,9 +107,10 @@ class BufferPool {
 struct ExportOptions {
   std::vector<std::string> allowed_peers;  // hosts whose apps may pull it
   std::chrono::milliseconds ttl{600000};   // until it expires; 0: until closed
-  // Publish each layer's XXH3-64 for consumers to check (kVerify). Off by
-  // default: it costs a pass over the cache on each end, on the producer
-  // before each layer is announced (docs/architecture.md §18.3).
+  // Publish each layer's XXH3-64 for consumers to check (ImportOptions::
+  // verify). Off by default: it costs a pass over the cache on each end,
+  // on the producer before each layer is announced (docs/architecture.md
+  // §18.3).
   bool checksum = false;
 };
 
@@ -138,7 +139,8 @@ class Export {
   // kExpired once the TTL passed (consumers are told then, at the latest by
   // the next call of any method here).
   State state();
-  // Layer `layer` is final: checksums it and notifies every consumer.
+  // Layer `layer` is final: checksums it (with options.checksum) and
+  // notifies every consumer.
   // OUT_OF_RANGE for a bad index, ALREADY_EXISTS when published already,
   // INVALID once the hand-off has ended.
   Status PublishLayer(uint32_t layer);
