@@ -189,7 +189,7 @@ struct LayerStats {
 };
 
 struct ImportStats {
-  double open_s = 0;   // open call, manifest checks, resolves, buffers
+  double open_s = 0;   // open call, manifest checks, buffers
   double total_s = 0;  // Open start -> last layer landed
   uint64_t bytes = 0;
   std::vector<LayerStats> layers;
@@ -198,8 +198,9 @@ struct ImportStats {
 class Import {
  public:
   // Opens hand-off `handoff_id` of an app on host `peer` (empty: this
-  // host), checks its manifest, resolves every layer and prepares the
-  // buffers. Errors: see the top of this file.
+  // host), checks its manifest and prepares the buffers; each layer is
+  // resolved by the pull, just before its read. Errors: see the top of
+  // this file.
   static Result<std::unique_ptr<Import>> Open(Client& client, std::string_view peer,
                                               std::string_view handoff_id,
                                               const ImportOptions& options = {});

@@ -355,7 +355,8 @@ static inline void mcdma_kv_import_options_init(mcdma_kv_import_options* o) {
 }
 
 /* Opens hand-off `handoff_id` of an app on host `peer` (NULL or "": this
- * host): checks the manifest, resolves every layer, prepares the buffers. */
+ * host): checks the manifest, prepares the buffers (each layer is resolved
+ * by the pull, just before its read). */
 mcdma_code mcdma_kv_import_open(mcdma_client* client, const char* peer, const char* handoff_id,
                                 const mcdma_kv_import_options* options, mcdma_kv_import** out);
 /* Pulls every layer as it is published; on_layer (may be NULL) runs on this

@@ -338,14 +338,13 @@ Status ImportImpl::Run(const std::function<void(uint32_t)>& on_layer) {
       auto next = NextEvent(may_block && moving.empty());
       if (!next.ok()) return next.status();
       if (!next->has_value()) return Status::Ok();
-      auto left = Left();
-      if (!left.ok()) return left.status();
       uint32_t layer = **next;
-      auto t0 = Clock::now();
       auto remote = Remote(layer);
       if (!remote.ok()) return remote.status();
-      moving.push_back(
-          {layer, t0, client->ReadAsync(*remote, 0, buffers[layer], 0, sizes[layer], *left)});
+      auto left = Left();
+      if (!left.ok()) return left.status();
+      moving.push_back({layer, Clock::now(),
+                        client->ReadAsync(*remote, 0, buffers[layer], 0, sizes[layer], *left)});
     }
     return Status::Ok();
   };
