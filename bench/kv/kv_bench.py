@@ -113,7 +113,8 @@ def parse_args() -> argparse.Namespace:
                         "previous one left behind (freeing its buffers) is over")
     p.add_argument("--json", help="also write the results as JSON to this file (default: none)")
     p.add_argument("--require-target", action="store_true",
-                   help=f"exit 1 unless every mcdma.kv row without checksums reaches {TARGET:.2f}x the raw read")
+                   help=f"exit 1 unless every mcdma.kv row without checksums reaches "
+                        f"{TARGET:.2f}x the raw read")
     p.add_argument("--loopback", action="store_true",
                    help="both hosts on 127.0.0.1 instead of two network namespaces")
     p.add_argument("--build-dir", type=Path, default=build, help="where the binaries are")

@@ -166,7 +166,7 @@ def run_producer(args: argparse.Namespace, answer: Answer) -> int:
 
 # ---- host B: the consumer ----
 
-def kv_pull(client: Any, args: argparse.Namespace, handoff_id: str, verify: Optional[bool],
+def kv_pull(client: Any, args: argparse.Namespace, handoff_id: str, checksums: bool,
             given: Optional[List[Any]]) -> Dict[str, Any]:
     from mcdma import kv
 
@@ -174,7 +174,7 @@ def kv_pull(client: Any, args: argparse.Namespace, handoff_id: str, verify: Opti
         for buf in given:  # untimed: the pages stay resident, the bytes go
             np.frombuffer(buf, dtype=np.uint8)[:] = 0
     t0 = time.perf_counter()
-    sums = {} if verify is None else {"verify": verify}  # None: KVImport's default
+    sums = {"verify": True} if checksums else {}  # else KVImport's default
     imp = kv.KVImport(client, args.peer, handoff_id, expect=MANIFEST, deadline=args.timeout,
                       buffers=given, **sums)
     try:
@@ -245,8 +245,7 @@ def run_consumer(args: argparse.Namespace, answer: Answer) -> int:
             if cmd == "kv-pull":  # ID CHECKSUMS(default|on) BUFFERS_GIVEN(0|1)
                 if rest[2] == "1" and given is None:
                     given = kv.allocate_layers(client, args.layer_bytes, args.layers)
-                verify = True if rest[1] == "on" else None
-                answer.send(ok=True, **kv_pull(client, args, rest[0], verify,
+                answer.send(ok=True, **kv_pull(client, args, rest[0], rest[1] == "on",
                                                given if rest[2] == "1" else None))
             elif cmd == "raw-check":  # PREFIX: mcdma_bench_kv_raw's exports hold our pattern
                 answer.send(ok=True, layers=raw_check(client, args, rest[0]))
