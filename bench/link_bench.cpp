@@ -71,7 +71,7 @@ int Main(int argc, char** argv) {
   app.add_option("--daemon", options.daemon,
                  "mcdma-rpcd binary (default: <bench dir>/../daemon/mcdma-rpcd)");
   app.add_option("--mcdmactl", options.mcdmactl,
-                 "mcdmactl binary (default: <bench dir>/../client/tools/mcdmactl)");
+                 "mcdmactl binary (default: <bench dir>/../tools/mcdmactl/mcdmactl)");
   app.add_option("--iperf3", options.iperf3, "iperf3 binary (default: iperf3 on PATH)");
   app.add_option("--hosts-script", options.hosts_script, "Network namespace script");
   app.add_option("--daemon-log-level", options.daemon_log_level, "The daemons' --log-level");

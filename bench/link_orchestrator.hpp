@@ -53,7 +53,7 @@ LinkPlan PlanFrom(const Options& o, const std::string& self) {
   LinkPlan plan;
   plan.self_exe = self;
   plan.daemon_path = o.daemon.empty() ? NextTo(self, "../daemon/mcdma-rpcd") : o.daemon;
-  plan.mcdmactl_path = o.mcdmactl.empty() ? NextTo(self, "../client/tools/mcdmactl") : o.mcdmactl;
+  plan.mcdmactl_path = o.mcdmactl.empty() ? NextTo(self, "../tools/mcdmactl/mcdmactl") : o.mcdmactl;
   plan.daemon_log_level = o.daemon_log_level;
   plan.daemon_args = o.daemon_args;
   plan.payloads = o.payloads;

@@ -29,7 +29,7 @@ struct LinkOptions {
   bool loopback = false;
   std::string json;
   std::string daemon;    // empty: <bench dir>/../daemon/mcdma-rpcd
-  std::string mcdmactl;  // empty: <bench dir>/../client/tools/mcdmactl
+  std::string mcdmactl;  // empty: <bench dir>/../tools/mcdmactl/mcdmactl
   std::string iperf3;    // empty: iperf3 on PATH
   std::string hosts_script = MCDMA_BENCH_HOSTS_SCRIPT;
   std::string daemon_log_level = "warn";

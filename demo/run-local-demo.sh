@@ -31,8 +31,8 @@ echo "== starting app B"
 "$build/demo/mcdma-demo" client --socket "$sock"
 
 echo "== mcdmactl status"
-if [ -x "$build/client/tools/mcdmactl" ]; then
-  "$build/client/tools/mcdmactl" --socket "$sock" status
+if [ -x "$build/tools/mcdmactl/mcdmactl" ]; then
+  "$build/tools/mcdmactl/mcdmactl" --socket "$sock" status
 fi
 exec 3>&-
 echo "== demo passed"

@@ -35,7 +35,7 @@ two_hosts_cleanup() {
 
 two_hosts_init() {
   build=${1:-build}
-  ctl=$build/client/tools/mcdmactl
+  ctl=$build/tools/mcdmactl/mcdmactl
   dir=$(mktemp -d /tmp/mcdma-demo2.XXXXXX)
   prefix=mcdemo$$
   trap two_hosts_cleanup EXIT

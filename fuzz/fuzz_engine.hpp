@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "driver/transport.hpp"
-#include "engine.hpp"
+#include "engine/engine.hpp"
 
 namespace mcdma::fuzz {
 

@@ -1,4 +1,4 @@
-// The fabric key file (common/src/fabric_key.cpp): the input is written to
+// The fabric key file (auth/src/fabric_key.cpp): the input is written to
 // a key file (mode 0600, owned by us, in a private directory) and loaded
 // as the daemon loads --fabric-key. A key that loads has a fingerprint of
 // 8 lowercase hex digits and is exactly the 64 hex digits of the file.
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fuzz_support.hpp"
-#include "mcdma_internal/fabric_key.hpp"
+#include "mcdma_auth/fabric_key.hpp"
 
 using namespace mcdma;
 

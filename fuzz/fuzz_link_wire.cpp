@@ -1,8 +1,8 @@
-// Link wire messages (daemon/src/link_wire.hpp) as a peer daemon sends
+// Link wire messages (daemon/src/engine/link_wire.hpp) as a peer daemon sends
 // them, through the engine's receive path: each input is a sequence of
 // fragments that a peer SENDs over an installed link into the engine's
 // receive slots, where the engine decodes, reassembles
-// (engine/fragments.cpp) and dispatches them (calls into a served service,
+// (engine/reassembler.cpp) and dispatches them (calls into a served service,
 // replies, revokes, echoes: engine_link.cpp, engine_calls.cpp).
 //
 // The link runs on a loop device standing in for tcp, with the harness
@@ -23,7 +23,7 @@
 
 #include "fuzz_engine.hpp"
 #include "fuzz_support.hpp"
-#include "link_wire.hpp"
+#include "engine/link_wire.hpp"
 
 namespace mcdma::fuzz {
 namespace {

@@ -1,4 +1,4 @@
-// The daemon's TOML configuration (daemon/src/options.cpp through the
+// The daemon's TOML configuration (daemon/src/config/options.cpp through the
 // option table, option_table.cpp): the input is written to a config file
 // and loaded over the defaults as --config does, then checked with
 // Validate; every option of a file that loads and validates must print and
@@ -7,8 +7,8 @@
 #include <string>
 
 #include "fuzz_support.hpp"
-#include "option_table.hpp"
-#include "options.hpp"
+#include "config/option_table.hpp"
+#include "config/options.hpp"
 
 using namespace mcdma;
 using namespace mcdma::daemon;

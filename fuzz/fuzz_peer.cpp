@@ -1,6 +1,6 @@
 // What a peer daemon sends this one: the Peer service's requests
 // (daemon/src/peer/peer_service.cpp) and the Authenticate exchange
-// (common/src/peer_auth.cpp, Responder and TicketBook), through a real
+// (auth/src/peer_auth.cpp, Responder and TicketBook), through a real
 // PeerServiceImpl over an in-process gRPC channel, with a LinkManager and
 // an engine behind it (link_manager_callee.cpp: what turns Hello, Connect,
 // Heartbeat and Goodbye into engine steps). The initiator's side of the
@@ -28,8 +28,8 @@
 #include "fuzz_engine.hpp"
 #include "fuzz_support.hpp"
 #include "mcdma/v1/peer.grpc.pb.h"
-#include "mcdma_internal/fabric_key.hpp"
-#include "mcdma_internal/peer_auth.hpp"
+#include "mcdma_auth/fabric_key.hpp"
+#include "mcdma_auth/peer_auth.hpp"
 #include "peer/link_manager.hpp"
 #include "peer/peer_service.hpp"
 

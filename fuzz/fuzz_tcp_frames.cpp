@@ -1,6 +1,6 @@
 // The tcp transport's frames as a peer sends them (driver/tcp/tcp_frame.cpp,
 // tcp_wire*.cpp), and the link messages they carry reassembled as the
-// engine does (daemon/src/engine/fragments.cpp).
+// engine does (daemon/src/engine/reassembler.cpp).
 //
 // The input is the byte stream of a data connection after the handshake.
 // A Wire (the I/O thread's half of a connection) reads it from a socket
@@ -23,7 +23,7 @@
 #include "driver/tcp/tcp_frame.hpp"
 #include "driver/tcp/tcp_registry.hpp"
 #include "driver/tcp/tcp_wire.hpp"
-#include "engine/fragments.hpp"
+#include "engine/reassembler.hpp"
 #include "fuzz_support.hpp"
 #include "platform/fd.hpp"
 

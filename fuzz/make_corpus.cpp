@@ -18,12 +18,12 @@
 
 #include "driver/tcp/tcp_frame.hpp"
 #include "driver/verbs/verbs_wire.hpp"
-#include "link_wire.hpp"
+#include "engine/link_wire.hpp"
 #include "mcdma/v1/peer.pb.h"
-#include "mcdma_internal/fabric_key.hpp"
+#include "mcdma_auth/fabric_key.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
-#include "option_table.hpp"
-#include "options.hpp"
+#include "config/option_table.hpp"
+#include "config/options.hpp"
 
 namespace {
 

@@ -12,7 +12,7 @@ mode=${1:?format or tidy}
 build=${2:-build}
 sources() {
   git ls-files -- '*.cpp' '*.hpp' '*.h' '*.c' 2>/dev/null ||
-    find common driver daemon client demo bench tests \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.c' \)
+    find common auth driver daemon include client tools demo harness bench tests \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.c' \)
 }
 case "$mode" in
   format)
@@ -32,7 +32,7 @@ case "$mode" in
     echo "tidy: $("$tidy" --version | grep -m1 -o 'version [0-9.]*')"
     # The platform seam's darwin files need macOS's headers: ctest
     # Portability.MacOS compiles them; clang-tidy here cannot.
-    files=$(sources | grep -E '^(common|driver|daemon|client|demo|bench|bindings)/.*\.cpp$' |
+    files=$(sources | grep -E '^(common|auth|driver|daemon|client|tools|demo|harness|bench|bindings)/.*\.cpp$' |
             grep -v '/platform/darwin/')
     # gpu/ where the build found the CUDA toolkit (its headers are needed).
     if [ -d "$build/gpu/CMakeFiles/mcdma_cuda.dir" ]; then

@@ -120,7 +120,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--build-dir", type=Path, default=build, help="where the binaries are")
     p.add_argument("--daemon", type=Path, help="mcdma-rpcd (default: BUILD/daemon/mcdma-rpcd)")
     p.add_argument("--mcdmactl", type=Path,
-                   help="mcdmactl (default: BUILD/client/tools/mcdmactl)")
+                   help="mcdmactl (default: BUILD/tools/mcdmactl/mcdmactl)")
     p.add_argument("--raw", type=Path,
                    help="mcdma_bench_kv_raw (default: BUILD/bench/mcdma_bench_kv_raw)")
     p.add_argument("--pythonpath", type=Path,
@@ -137,7 +137,7 @@ def parse_args() -> argparse.Namespace:
                    help="seconds the daemons' link may take to come up")
     args = p.parse_args()
     args.daemon = args.daemon or args.build_dir / "daemon/mcdma-rpcd"
-    args.mcdmactl = args.mcdmactl or args.build_dir / "client/tools/mcdmactl"
+    args.mcdmactl = args.mcdmactl or args.build_dir / "tools/mcdmactl/mcdmactl"
     args.raw = args.raw or args.build_dir / "bench/mcdma_bench_kv_raw"
     args.pythonpath = args.pythonpath or args.build_dir / "bindings/python"
     env_nixl = os.environ.get("MCDMA_NIXL_PYTHON")

@@ -5,7 +5,7 @@
 #   run-in-vm.sh BUILD_DIR [OUT_DIR] [-- BENCH_ARGS...]
 #
 # BUILD_DIR must hold bench/mcdma_bench_verbs, daemon/mcdma-rpcd and
-# client/tools/mcdmactl. OUT_DIR (default BUILD_DIR/bench/verbs-results)
+# tools/mcdmactl/mcdmactl. OUT_DIR (default BUILD_DIR/bench/verbs-results)
 # receives: console.log (everything the VM printed), report.txt (the
 # tables), the raw-sample CSVs, summary.csv, logs/ (the daemons' and
 # perftest's output, the guest's dmesg; the last lines of each) and
@@ -35,7 +35,7 @@ vm=$here/../../tests/verbs/vm.sh
 guest=$(mktemp -d /tmp/mcdma-vbench-guest.XXXXXX)
 times_file=$(mktemp /tmp/mcdma-vbench-times.XXXXXX)
 trap 'rm -rf "$guest" "$times_file"' EXIT
-for bin in bench/mcdma_bench_verbs daemon/mcdma-rpcd client/tools/mcdmactl; do
+for bin in bench/mcdma_bench_verbs daemon/mcdma-rpcd tools/mcdmactl/mcdmactl; do
   [ -x "$build/$bin" ] || { echo "run-in-vm.sh: $build/$bin missing (build it first)" >&2; exit 1; }
   install -m 755 "$build/$bin" "$guest/"
 done

@@ -73,7 +73,7 @@ void AddOptions(CLI::App& app, bench::VerbsOptions& o) {
   app.add_option("--daemon", o.daemon,
                  "mcdma-rpcd binary (default: <bench dir>/../daemon/mcdma-rpcd)");
   app.add_option("--mcdmactl", o.mcdmactl,
-                 "mcdmactl binary (default: <bench dir>/../client/tools/mcdmactl)");
+                 "mcdmactl binary (default: <bench dir>/../tools/mcdmactl/mcdmactl)");
   app.add_option("--perftest-dir", o.perftest_dir,
                  "Directory holding ib_write_lat etc. (default: found on PATH)");
   app.add_option("--daemon-log-level", o.daemon_log_level, "The daemons' --log-level");

@@ -54,7 +54,7 @@ struct VerbsOptions {
   std::vector<std::string> parts = {"latency", "bandwidth"};
   std::vector<std::string> mechanisms = {"daemon", "perftest"};
   std::string daemon;        // empty: <bench dir>/../daemon/mcdma-rpcd
-  std::string mcdmactl;      // empty: <bench dir>/../client/tools/mcdmactl
+  std::string mcdmactl;      // empty: <bench dir>/../tools/mcdmactl/mcdmactl
   std::string perftest_dir;  // empty: ib_write_lat etc. on PATH
   std::string daemon_log_level = "info";
   std::vector<std::string> daemon_args;  // one more flag for both daemons, repeatable

@@ -31,6 +31,9 @@ class Fd {
   void Reset() {
     if (fd_ >= 0) ::close(std::exchange(fd_, -1));
   }
+  // Closes now and reports close's result (a write error can surface
+  // there); the Fd is then empty.
+  int Close() { return fd_ >= 0 ? ::close(std::exchange(fd_, -1)) : 0; }
   // Gives up ownership without closing.
   int Release() { return std::exchange(fd_, -1); }
 

@@ -4,8 +4,7 @@
 //     the leading '/' included; Linux allows 255.
 //   * Unix socket paths: sockaddr_un::sun_path is 104 bytes on macOS (108
 //     on Linux), the terminating NUL included: 103 bytes of path.
-// And the default places of the daemon's socket (linux/paths_linux.cpp,
-// darwin/paths_darwin.cpp).
+// The default places of sockets and files are in paths.hpp.
 //
 // Threading: plain functions; any thread.
 #pragma once
@@ -33,16 +32,5 @@ Status CheckUnixSocketPath(std::string_view path);
 // otherwise, a missing socket included. gRPC reports a refused connect
 // only in its error text, so callers ask this when a connect fails.
 Status CheckSocketAccess(const std::string& path);
-
-// The system service's socket: /run/mcdma/rpcd.sock on Linux (systemd's
-// RuntimeDirectory), /var/run/mcdma/rpcd.sock on macOS.
-const char* ServiceSocketPath();
-// The daemon's configuration file that mcdmactl doctor reads when none is
-// given: /etc/mcdma/rpcd.toml on Linux (the systemd unit's), the install's
-// sysconfdir on macOS (PREFIX/etc/mcdma/rpcd.toml, as the launchd plist).
-const char* DefaultConfigPath();
-// Where a user's own instance puts its socket directory: $XDG_RUNTIME_DIR
-// on Linux, $TMPDIR on macOS (per-user, 0700); empty when unset.
-std::string UserRuntimeDir();
 
 }  // namespace mcdma::platform

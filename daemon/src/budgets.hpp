@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "mcdma/status.hpp"
-#include "options.hpp"
+#include "config/options.hpp"
 
 namespace mcdma::daemon {
 

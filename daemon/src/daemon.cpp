@@ -8,12 +8,12 @@
 #include <chrono>
 #include <thread>
 
-#include "admin_service.hpp"
+#include "service/admin_service.hpp"
 #include "budgets.hpp"
-#include "control_service.hpp"
+#include "service/control_service.hpp"
 #include "driver/loop/loop_transport.hpp"
-#include "engine.hpp"
-#include "mcdma_internal/fabric_key.hpp"
+#include "engine/engine.hpp"
+#include "mcdma_auth/fabric_key.hpp"
 #include "metrics/metrics_endpoint.hpp"
 #include "peer/peer_plane.hpp"
 #include "platform/process.hpp"

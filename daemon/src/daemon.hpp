@@ -24,7 +24,7 @@
 
 #include "listener.hpp"
 #include "mcdma/status.hpp"
-#include "options.hpp"
+#include "config/options.hpp"
 #include "socket_path.hpp"
 #include "watchdog.hpp"
 

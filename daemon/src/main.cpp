@@ -7,7 +7,7 @@
 #include <exception>
 #include <variant>
 
-#include "command_line.hpp"
+#include "config/command_line.hpp"
 #include "daemon.hpp"
 #include "stop_signals.hpp"
 

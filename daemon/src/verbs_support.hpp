@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "driver/transport.hpp"
-#include "link.hpp"
-#include "options.hpp"
+#include "engine/link.hpp"
+#include "config/options.hpp"
 
 namespace mcdma::daemon {
 

@@ -12,7 +12,7 @@
 set -euo pipefail
 build=${1:?usage: doctor_host_test.sh BUILD_DIR [SOURCE_DIR]}
 src=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
-ctl=$build/client/tools/mcdmactl
+ctl=$build/tools/mcdmactl/mcdmactl
 rpcd=$build/daemon/mcdma-rpcd
 dump=$src/tests/unit/data/rxe_veth.sysfs
 for b in "$ctl" "$rpcd"; do

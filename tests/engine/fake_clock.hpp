@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "engine/calls.hpp"
+#include "engine/call_table.hpp"
 
 namespace mcdma::daemon::testing {
 

@@ -31,7 +31,7 @@ inline constexpr const char* kCtlPath = MCDMA_CTL_PATH;  // "" when the target d
   do {                                                                                           \
     if (::mcdma::itest::kCtlPath[0] == '\0') {                                                   \
       GTEST_SKIP() << "mcdmactl was not built: there was no CMake target `mcdmactl` "            \
-                      "(client/tools) when tests/integration was configured; re-run cmake once " \
+                      "(tools/mcdmactl) when tests/integration was configured; re-run cmake once " \
                       "it exists";                                                               \
     }                                                                                            \
   } while (0)

@@ -16,7 +16,7 @@
 
 #include "inproc_daemon.hpp"
 #include "mcdma/v1/peer.grpc.pb.h"
-#include "mcdma_internal/fabric_key.hpp"
+#include "mcdma_auth/fabric_key.hpp"
 
 namespace mcdma::itest {
 namespace {

@@ -20,7 +20,7 @@ fail() {
   for f in "$dir"/*.log; do echo "--- $f"; cat "$f"; done
   exit 1
 }
-ctl=$build/client/tools/mcdmactl
+ctl=$build/tools/mcdmactl/mcdmactl
 rpcd=$build/daemon/mcdma-rpcd
 
 # A CA, a second (foreign) CA, and host certificates valid for 127.0.0.1.

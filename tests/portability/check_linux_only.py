@@ -2,9 +2,9 @@
 """Fail on Linux-only calls outside the platform seam (ctest Portability.LinuxOnlyCalls).
 
 What it checks
-    No source file (.cpp .hpp .h .cc .c) of common/, driver/, daemon/,
-    client/ and bindings/ (the folders built for macOS), nor of tests/,
-    bench/ and demo/, uses a Linux-only
+    No source file (.cpp .hpp .h .cc .c) of common/, auth/, driver/,
+    daemon/, include/, client/, tools/ and bindings/ (the folders built for
+    macOS), nor of tests/, harness/, bench/ and demo/, uses a Linux-only
     interface (epoll and its EPOLL* constants, eventfd and EFD_*, accept4,
     SOCK_NONBLOCK, SOCK_CLOEXEC, MSG_NOSIGNAL, TCP_USER_TIMEOUT,
     TCP_KEEPIDLE, memfd, futex and FUTEX_*, sd_notify; see PATTERNS), except
@@ -45,7 +45,8 @@ SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
 # The folders built for macOS, and the tests, benchmarks and demo that drive
 # them: nothing in the tree reaches the OS but through the seam.
-FOLDERS = ("common", "driver", "daemon", "client", "bindings", "tests", "bench", "demo")
+FOLDERS = ("common", "auth", "driver", "daemon", "include", "client", "tools", "bindings", "tests",
+           "harness", "bench", "demo")
 EXTENSIONS = (".cpp", ".hpp", ".h", ".cc", ".c")
 # The platform seam's Linux files: the only place these may appear.
 ALLOWED = Path("common/platform/linux")

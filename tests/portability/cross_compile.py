@@ -2,9 +2,9 @@
 """Cross-compile every product translation unit for macOS (ctest Portability.MacOS).
 
 What it checks
-    Every non-test .cpp under common/, driver/, daemon/, client/ and
-    bindings/ compiles for each --targets triple (ctest: aarch64-macos) with
-    zig's clang, and those that can differ by architecture (the platform
+    Every non-test .cpp under common/, auth/, driver/, daemon/, client/,
+    tools/ and bindings/ compiles for each --targets triple (ctest:
+    aarch64-macos) with zig's clang, and those that can differ by architecture (the platform
     seam, and files naming __x86_64__, __APPLE__, ...: SEAM_MARKERS) for each
     --seam-targets triple (ctest: x86_64-macos), against the macOS libc and libc++
     headers that zig ships. It prints, per target,
@@ -21,7 +21,7 @@ Why
     platform/darwin/; this test is the only thing that compiles the latter.
 
 Which TUs
-    A glob, not a list: every *.cpp in the five folders except test files
+    A glob, not a list: every *.cpp in those folders except test files
     (*_test.cpp, test_*.cpp, anything under a tests/ directory) and anything
     under a platform/linux/ directory.
 
@@ -78,7 +78,7 @@ from pathlib import Path
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
 # The folders whose code is built for macOS.
-FOLDERS = ("common", "driver", "daemon", "client", "bindings")
+FOLDERS = ("common", "auth", "driver", "daemon", "client", "tools", "bindings")
 
 # scripts/install-deps.sh makes this venv and installs `ziglang` into it.
 ZIG_PYTHON = "/opt/mcdma-dev/venv/bin/python"

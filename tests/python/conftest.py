@@ -57,7 +57,7 @@ def daemon_path() -> str:
 
 
 def ctl_path() -> str:
-    path = _find_tool("MCDMA_CTL", "client/tools/mcdmactl")
+    path = _find_tool("MCDMA_CTL", "tools/mcdmactl/mcdmactl")
     if path is None:
         pytest.skip("no mcdmactl (fabric keys, link state): build it or set MCDMA_CTL")
     return path

@@ -40,7 +40,7 @@ if echo "$where" | grep -q -e "^$src/" -e "^$build/bindings"; then
   exit 1
 fi
 log "the Python suite (tests/python) against the installed package"
-MCDMA_DAEMON=$build/daemon/mcdma-rpcd MCDMA_CTL=$build/client/tools/mcdmactl \
+MCDMA_DAEMON=$build/daemon/mcdma-rpcd MCDMA_CTL=$build/tools/mcdmactl/mcdmactl \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider "$src/tests/python"
 log "the KV demo against the installed package"
 MCDMA_PYTHON=$venv/bin/python MCDMA_PYTHON_PACKAGE=installed bash "$src/demo/kv/run-kv-demo.sh" "$build"

@@ -7,17 +7,33 @@ What it checks
                 == / != on message() or error_message() in C++, no
                 .find/.startswith/== / in on an error's .message or str(err)
                 in Python. Decisions read Status::code() and
-                Status::reason() (client/include/mcdma/codes.h); the text is
+                Status::reason() (include/mcdma/codes.h); the text is
                 for people. Test files are not scanned (a test may check the
                 text a person reads).
-    engine      No engine header (daemon/src/engine*.hpp and everything
+    engine      No engine header (daemon/src/engine/engine*.hpp and everything
                 under daemon/src/engine/) includes protobuf or gRPC: the
                 engine's snapshots are plain structs and the gRPC services
                 convert them.
     main        daemon/src/main.cpp has at most MAIN_MAX_LINES lines: start-up
                 lives in the Daemon object and the options table.
+    layering    Nothing under common/ reaches into client/: no #include of a
+                header that lives under client/ (the public headers are in
+                include/mcdma/, the one public include root), and no
+                common/ CMake file names client/.
+    rooms       The engine lives in one room: no file named engine*.hpp or
+                engine*.cpp outside daemon/src/engine/.
+    map         docs/architecture.md section 1 is the one map of the tree:
+                every folder it names exists, and every folder that holds
+                source (C, C++, CUDA, Python, protobuf, shell or CMake
+                files) is named there.
     paths       No tracked text file names a place outside the repository
                 (a sibling checkout, a machine's home or work directory).
+
+The map's format (architecture.md section 1, its first ``` block): a line
+whose first word ends in "/" names a folder; a deeper-indented folder line
+is inside the nearest shallower one above it ("  engine/" under
+"daemon/src/" is daemon/src/engine/). Other lines (files, targets,
+explanations) are prose to this check.
 
 How
     Comments and string literals of C and C++ files are blanked first
@@ -43,6 +59,12 @@ from check_linux_only import strip_comments_and_strings  # noqa: E402
 CPP_EXTENSIONS = (".cpp", ".hpp", ".h", ".cc", ".c")
 DECISION_FOLDERS = ("client", "daemon", "bindings")
 MAIN_MAX_LINES = 60
+MAP_DOC = Path("docs/architecture.md")
+MAP_HEADING = "## 1."
+# What makes a folder a source folder for the map rule.
+SOURCE_SUFFIXES = (".cpp", ".hpp", ".h", ".c", ".cc", ".cu", ".py", ".pyi", ".proto", ".sh",
+                   ".cmake", ".in")
+SOURCE_NAMES = ("CMakeLists.txt",)
 
 CPP_MESSAGE_DECISION = re.compile(
     r"\b(?:error_message|message|msg|what)(?:\(\))?\s*\.\s*(?:find|rfind|starts_with|"
@@ -99,9 +121,81 @@ def tracked_files(root):
                 if p.is_file() and ".git" not in p.parts and not p.parts[len(root.parts)].startswith("build")]
 
 
+INCLUDE_LINE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+ENGINE_FILE = re.compile(r"^engine.*\.(?:hpp|cpp)$")
+
+
+def client_headers(files):
+    """Include names that resolve into client/: each header under client/
+    by its path below client/, client/src/ and its own folder."""
+    names = set()
+    for rel in files:
+        if rel.parts[:1] != ("client",) or rel.suffix not in (".hpp", ".h"):
+            continue
+        parts = rel.parts
+        for start in range(1, len(parts)):
+            names.add("/".join(parts[start:]))
+    return names
+
+
+def map_folders(text):
+    """The folders the map names: (line number, folder) in order, or None
+    when there is no section 1 with a ``` block."""
+    lines = text.split("\n")
+    try:
+        start = next(i for i, line in enumerate(lines) if line.startswith(MAP_HEADING))
+        fence = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("```"))
+        end = next(i for i in range(fence + 1, len(lines)) if lines[i].startswith("```"))
+    except StopIteration:
+        return None
+    folders, stack = [], []  # stack: (indent, folder)
+    for number in range(fence + 1, end):
+        line = lines[number]
+        words = line.split()
+        if not words or not words[0].endswith("/"):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        name = words[0].strip("/")
+        folder = f"{stack[-1][1]}/{name}" if stack else name
+        stack.append((indent, folder))
+        folders.append((number + 1, folder))
+    return folders
+
+
+def source_folders(files):
+    folders = set()
+    for rel in files:
+        if rel.suffix in SOURCE_SUFFIXES or rel.name in SOURCE_NAMES:
+            if len(rel.parts) > 1:
+                folders.add(str(rel.parent))
+    return folders
+
+
+def check_map(root, files):
+    hits = []
+    doc = root / MAP_DOC
+    try:
+        named = map_folders(doc.read_text())
+    except OSError:
+        named = None
+    if named is None:
+        return [(MAP_DOC, 1, "map", f"no ``` block under a '{MAP_HEADING}' heading")]
+    for number, folder in named:
+        if not (root / folder).is_dir():
+            hits.append((MAP_DOC, number, "map", f"{folder}/ is named but does not exist"))
+    named_set = {folder for _, folder in named}
+    for folder in sorted(source_folders(files) - named_set):
+        hits.append((Path(folder), 0, "map", f"{folder}/ holds source but {MAP_DOC} section 1 "
+                     "does not name it"))
+    return hits
+
+
 def check(root):
     hits = []
     files = tracked_files(root)
+    into_client = client_headers(files)
     for rel in files:
         path = root / rel
         try:
@@ -127,6 +221,22 @@ def check(root):
             for number, line in enumerate(text.split("\n"), 1):
                 if PROTOBUF_INCLUDE.search(line):
                     hits.append((rel, number, "engine", line.strip()))
+        # layering
+        if parts[:1] == ("common",):
+            if rel.suffix in CPP_EXTENSIONS:
+                for number, line in enumerate(text.split("\n"), 1):
+                    match = INCLUDE_LINE.search(line)
+                    if match and (match.group(1) in into_client or
+                                  match.group(1).startswith("client/")):
+                        hits.append((rel, number, "layering", line.strip()))
+            elif rel.name in SOURCE_NAMES or rel.suffix == ".cmake":
+                for number, line in enumerate(text.split("\n"), 1):
+                    code = re.sub(r"#.*$", "", line)
+                    if re.search(r"(?<![\w.])client/", code):
+                        hits.append((rel, number, "layering", line.strip()))
+        # rooms
+        if ENGINE_FILE.match(rel.name) and parts[:3] != ("daemon", "src", "engine"):
+            hits.append((rel, 1, "rooms", f"{rel.name} outside daemon/src/engine/"))
         # main
         if rel == Path("daemon/src/main.cpp"):
             count = text.count("\n")
@@ -137,10 +247,11 @@ def check(root):
             for number, line in enumerate(text.split("\n"), 1):
                 if OUTSIDE_PATH.search(line):
                     hits.append((rel, number, "paths", line.strip()))
+    hits.extend(check_map(root, files))
     return hits, len(files)
 
 
-RULES = ("decisions", "engine", "main", "paths")
+RULES = ("decisions", "engine", "main", "layering", "rooms", "map", "paths")
 
 
 def report(root, rule=None):
@@ -165,7 +276,7 @@ SELF_TEST_TREE = {
         "bool E(const Link& l) { return Contains(l.last_error(), \"says it is\"); }\n"),
     "client/src/a_test.cpp": "bool T(const Status& s) { return s.message().find(\"x\") == 0; }\n",
     "daemon/src/engine_x.hpp": "#include <string>\n#include \"mcdma/v1/admin.pb.h\"\n",
-    "daemon/src/engine/calls.hpp": "#include <grpcpp/grpcpp.h>\n",
+    "daemon/src/engine/call_table.hpp": "#include <grpcpp/grpcpp.h>\n",
     "daemon/src/control.hpp": "#include \"mcdma/v1/admin.pb.h\"\n",
     "daemon/src/main.cpp": "int x;\n" * (MAIN_MAX_LINES + 1),
     "bindings/python/m.py": (
@@ -175,6 +286,14 @@ SELF_TEST_TREE = {
         "        return 1\n"
         "    return err.reason\n"),
     "docs/a.md": "see ../" "shared/notes for more\nthe socket is /run/mcdma/rpcd.sock\n",
+    "client/src/client_core.hpp": "#pragma once\n",
+    "common/src/x.cpp": "#include \"client_core.hpp\"\n#include \"mcdma/status.hpp\"\n",
+    "common/CMakeLists.txt": "target_include_directories(x PUBLIC ../client/include)\n# client/\n",
+    "tests/engine/call_table_test.cpp": "int t;\n",
+    "docs/architecture.md": (
+        "# A\n## 1. Folders\n\n```\nclient/   the client\n  src/\ncommon/\n  src/\n"
+        "daemon/src/   the daemon\n  engine/   its engine\nbindings/python/\ngone/\n"
+        "```\n## 2. Next\n```\ntests/engine/\n```\n"),
 }
 SELF_TEST_EXPECTED = [
     ("bindings/python/m.py", 3, "decisions"),
@@ -182,10 +301,15 @@ SELF_TEST_EXPECTED = [
     ("client/src/a.cpp", 5, "decisions"),
     ("client/src/a.cpp", 6, "decisions"),
     ("client/src/a.cpp", 8, "decisions"),
-    ("daemon/src/engine/calls.hpp", 1, "engine"),
+    ("daemon/src/engine/call_table.hpp", 1, "engine"),
     ("daemon/src/engine_x.hpp", 2, "engine"),
     ("daemon/src/main.cpp", MAIN_MAX_LINES + 1, "main"),
     ("docs/a.md", 1, "paths"),
+    ("common/src/x.cpp", 1, "layering"),
+    ("common/CMakeLists.txt", 1, "layering"),
+    ("daemon/src/engine_x.hpp", 1, "rooms"),
+    ("docs/architecture.md", 12, "map"),
+    ("tests/engine", 0, "map"),
 ]
 
 
@@ -202,7 +326,7 @@ def self_test():
                   "\nexpected:\n  " + "\n  ".join(map(str, sorted(SELF_TEST_EXPECTED))))
             return 1
     print(f"OK: self-test: {len(SELF_TEST_EXPECTED)} violations found; comments, strings, "
-          "test files and non-engine headers ignored")
+          "test files, non-engine headers and folders the map names ignored")
     return 0
 
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <type_traits>
 
-#include "mcdma_internal/fabric_key.hpp"
+#include "mcdma_auth/fabric_key.hpp"
 
 namespace mcdma {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "driver/tcp/tcp_transport.hpp"
-#include "link_wire.hpp"
-#include "options.hpp"
+#include "engine/link_wire.hpp"
+#include "config/options.hpp"
 #include "peer/peer_util.hpp"
 
 namespace mcdma::daemon {

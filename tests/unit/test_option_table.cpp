@@ -1,4 +1,4 @@
-// The options table (daemon/src/option_table.hpp): every row is reachable
+// The options table (daemon/src/config/option_table.hpp): every row is reachable
 // from the TOML file and from its flag, both set the same field, --help
 // lists it, its bounds name it, and the shipped example documents it.
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "command_line.hpp"
-#include "option_table.hpp"
-#include "options.hpp"
+#include "config/command_line.hpp"
+#include "config/option_table.hpp"
+#include "config/options.hpp"
 
 namespace mcdma::daemon {
 namespace {

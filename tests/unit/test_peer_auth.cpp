@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "mcdma_internal/peer_auth.hpp"
+#include "mcdma_auth/peer_auth.hpp"
 
 namespace mcdma::peer_auth {
 namespace {

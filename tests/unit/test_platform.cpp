@@ -19,6 +19,7 @@
 #include "mcdma_internal/shm_segment.hpp"
 #include "mcdma_internal/wait.hpp"
 #include "platform/names.hpp"
+#include "platform/paths.hpp"
 #include "platform/poller.hpp"
 #include "platform/process.hpp"
 #include "platform/socket.hpp"

@@ -12,7 +12,7 @@
 # shellcheck disable=SC2317  # the check functions run through check()
 set -u
 dir=${1:?usage: doctor-guest.sh BUILD_DIR}
-ctl=$dir/client/tools/mcdmactl
+ctl=$dir/tools/mcdmactl/mcdmactl
 [ -x "$ctl" ] || ctl=$dir/mcdmactl
 [ -x "$ctl" ] || { echo "FAIL doctor: no mcdmactl under $dir"; exit 1; }
 unset MCDMA_DOCTOR_DEVICE_DUMP MCDMA_SOCKET

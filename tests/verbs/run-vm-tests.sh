@@ -25,7 +25,7 @@ trap 'rm -rf "$guest"' EXIT
 install -m 755 "$here/selfcheck-guest.sh" "$guest/selfcheck.sh"
 install -m 755 "$here/doctor-guest.sh" "$guest/doctor.sh"
 install -m 755 "$build/daemon/mcdma-rpcd" "$guest/mcdma-rpcd"
-install -m 755 "$build/client/tools/mcdmactl" "$guest/mcdmactl"
+install -m 755 "$build/tools/mcdmactl/mcdmactl" "$guest/mcdmactl"
 for f in tests/verbs/mcdma_verbs_smoke tests/verbs/mcdma_verbs_transport_check \
   tests/verbs/mcdma_verbs_conformance \
   tests/integration/mcdma_integration_tests tests/integration/mcdma_testapp; do
@@ -59,9 +59,9 @@ if [ -x ./mcdma_verbs_conformance ]; then
   timeout 300 ./mcdma_verbs_conformance --gtest_brief=1 || fails=$((fails + 1))
 fi
 if [ -x ./mcdma_integration_tests ]; then
-  mkdir -p "$build/daemon" "$build/client/tools" "$build/tests/integration"
+  mkdir -p "$build/daemon" "$build/tools/mcdmactl" "$build/tests/integration"
   ln -sf /opt/host/mcdma-rpcd "$build/daemon/mcdma-rpcd"
-  ln -sf /opt/host/mcdmactl "$build/client/tools/mcdmactl"
+  ln -sf /opt/host/mcdmactl "$build/tools/mcdmactl/mcdmactl"
   ln -sf /opt/host/mcdma_testapp "$build/tests/integration/mcdma_testapp"
   export MCDMA_VERBS_HOSTS=rxe1:veth0:10.0.1.1,rxe2:veth1:10.0.1.2
   # The whole suite under the first profile; under the others, the tests

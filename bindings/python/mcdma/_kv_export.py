@@ -122,7 +122,8 @@ class KVExport:
 
     def publish_layer(self, layer: int) -> None:
         """Layer `layer` is final: copies it in (array layers), checksums it
-        and notifies every consumer, which may pull it at once. Raises
+        when the hand-off was made with ``checksum=True``, and notifies every
+        consumer, which may pull it at once. Raises
         ValueError for a bad or already published index, Invalid once the
         hand-off has ended."""
         if not 0 <= layer < len(self._buffers):

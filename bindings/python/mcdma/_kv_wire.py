@@ -10,8 +10,9 @@ A hand-off ``ID`` published by a producer app on host A:
   ``{"op": "done", "host": H}`` says that consumer has every layer.
 * export ``mcdma.kv.ID.I`` is layer ``I``'s bytes, granted to the
   producer's ``allowed_peers``, made before the first layer is published
-  (so consumers resolve every layer once, at open) and read only after its
-  layer event.
+  (so every layer's export exists whenever a consumer resolves it); a
+  consumer resolves each layer just before it reads it, and reads it only
+  after its layer event.
 * notifications to each consumer: ``{"event": "layer", "layer": I,
   "checksum": C}`` once layer I is final (C: its XXH3-64 as 16 hex digits,
   or null), then ``{"event": "closed"}`` / ``{"event": "revoked",

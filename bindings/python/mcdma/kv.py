@@ -20,8 +20,11 @@ prefilling the prompt again::
         stats = imp.pull(on_layer=lambda i: ...)                # or start() + wait_layer(i)
         cache = [torch.frombuffer(b, dtype=torch.bfloat16) for b in imp.buffers]
 
-The manifest is checked before any byte moves; each layer's XXH3-64
-(computed in C++, GIL released) is checked as it lands. A producer that
+The manifest is checked before any byte moves. Checksums are the
+producer's choice (``KVExport(checksum=True)``; off by default: a pass over
+the whole cache on each end): where the producer published a layer's
+XXH3-64 (computed in C++, GIL released), the consumer checks it as the
+layer lands (``KVImport(verify=True)``, the default). A producer that
 dies, a link that drops, a revoked or expired hand-off make ``pull`` fail
 within its deadline with a named error, so the engine can prefill locally
 instead. The wire protocol is described in ``mcdma._kv_wire``.

@@ -1,6 +1,6 @@
 #include <cstdlib>
 
-#include "platform/names.hpp"
+#include "platform/paths.hpp"
 
 namespace mcdma::platform {
 

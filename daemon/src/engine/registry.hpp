@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "resources.hpp"
+#include "engine/resources.hpp"
 
 namespace mcdma::daemon {
 

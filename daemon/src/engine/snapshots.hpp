@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "driver/transport.hpp"
-#include "engine/users.hpp"
+#include "engine/user_table.hpp"
 #include "mcdma/status.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
 

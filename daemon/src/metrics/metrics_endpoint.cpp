@@ -5,7 +5,7 @@
 
 #include <exception>
 
-#include "admin_service.hpp"
+#include "service/admin_service.hpp"
 #include "metrics/metric_families.hpp"
 
 namespace mcdma::daemon {

@@ -33,10 +33,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine.hpp"
+#include "engine/engine.hpp"
 #include "mcdma/v1/admin.pb.h"
 #include "mcdma/v1/peer.pb.h"
-#include "options.hpp"
+#include "config/options.hpp"
 #include "peer/peer_channel.hpp"
 
 namespace mcdma::daemon {

@@ -1,6 +1,6 @@
 #include "peer/peer_channel.hpp"
 
-#include "mcdma_internal/peer_auth.hpp"
+#include "mcdma_auth/peer_auth.hpp"
 #include "rpc/rpc_status.hpp"
 
 namespace mcdma::daemon {

@@ -13,7 +13,7 @@
 
 #include "mcdma/status.hpp"
 #include "mcdma/v1/peer.grpc.pb.h"
-#include "mcdma_internal/fabric_key.hpp"
+#include "mcdma_auth/fabric_key.hpp"
 
 namespace mcdma::daemon {
 

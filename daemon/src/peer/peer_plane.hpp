@@ -9,10 +9,10 @@
 #include <string>
 
 #include "driver/transport.hpp"
-#include "engine.hpp"
+#include "engine/engine.hpp"
 #include "listener.hpp"
-#include "mcdma_internal/fabric_key.hpp"
-#include "options.hpp"
+#include "mcdma_auth/fabric_key.hpp"
+#include "config/options.hpp"
 #include "peer/link_manager.hpp"
 #include "peer/peer_service.hpp"
 

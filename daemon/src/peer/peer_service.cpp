@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "grpc_status.hpp"
+#include "service/grpc_status.hpp"
 #include "peer/peer_util.hpp"
 
 namespace mcdma::daemon {

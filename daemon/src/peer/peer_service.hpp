@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "engine.hpp"
+#include "engine/engine.hpp"
 #include "mcdma/v1/peer.grpc.pb.h"
-#include "mcdma_internal/fabric_key.hpp"
-#include "mcdma_internal/peer_auth.hpp"
+#include "mcdma_auth/fabric_key.hpp"
+#include "mcdma_auth/peer_auth.hpp"
 #include "peer/auth_gate.hpp"
 #include "peer/link_manager.hpp"
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "mcdma/status.hpp"
-#include "options.hpp"
+#include "config/options.hpp"
 
 namespace mcdma::daemon {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "link.hpp"
+#include "engine/link.hpp"
 #include "mcdma/status.hpp"
 #include "mcdma/v1/admin.pb.h"
 

@@ -1,0 +1,12 @@
+// libmcdma's default socket paths (mcdma/client.hpp): the platform seam's
+// (platform/paths.hpp), so the daemon and apps agree on them.
+#include "mcdma/client.hpp"
+#include "platform/paths.hpp"
+
+namespace mcdma {
+
+std::string DefaultSocketPath() { return platform::DaemonSocketPath(); }
+
+std::string DefaultClientSocketPath() { return platform::ClientSocketPath(); }
+
+}  // namespace mcdma

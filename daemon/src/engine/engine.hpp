@@ -1,0 +1,364 @@
+// The engine: the one thread that owns the sessions' rings, the transport
+// devices and their connections, and every record (buffers, exports,
+// services, calls, transfers, links). gRPC handler threads never touch any
+// of it: they hand the engine a closure through Run() and wait for its
+// result.
+//
+// Loop: run queued commands; consume each session's submission ring (a
+// bounded batch per session per round, so one busy app cannot starve the
+// others); post and reap transport work; flush backlogs; expire deadlines.
+// When a round finds nothing to do the engine spins (yielding) for
+// Options::spin_budget_us, then sleeps on all sessions' bells at once
+// (futex_waitv) with a timeout set by the nearest deadline.
+//
+// Where things are:
+//   engine.cpp           the thread, the loop, the command queue, sleeping,
+//                        deadline expiry and the periodic sweep
+//   engine_submit.cpp    a session's submission ring: validating descriptors,
+//                        dispatching opcodes, completions, evictions
+//   engine_calls.cpp     CALL/NOTIFY/REPLY, one path for local and link calls
+//                        (OfferToService, AnswerCaller)
+//   engine_transfer.cpp  READ/WRITE: validation, chunking, completions,
+//                        revoke acks
+//   engine_link.cpp      links' data path: install/drop, fragments, dispatch
+//                        of link messages, echoes
+//   engine_peer.cpp      the peer plane's engine side: peers' services and
+//                        exports for apps here, exports of ours for peers
+//   engine_control.cpp   sessions, buffers, exports and services for the
+//                        Control service
+//   engine_admin.cpp     snapshots for the Admin service
+// Components, each engine-thread only and tested alone (tests/engine):
+//   engine/call_table.hpp     CallTable: pending calls and their deadlines
+//   engine/link_table.hpp     LinkTable: links, their counters by (peer, origin),
+//                        echo waiters
+//   engine/reassembler.hpp Reassembler: a link's messages from fragments
+//   engine/session_table.hpp  SessionTable: the sessions served, reaped counts
+//   engine/registry.hpp  Registry: buffers, exports, services and names,
+//                        unmapped segments, draining revocations
+//   engine/transfer_table.hpp TransferTable: transfers in progress, revoke acks
+//                        owed; NextPiece: how a transfer is cut
+//   engine/snapshots.hpp plain snapshots the Admin service converts
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <span>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+
+#include "driver/transport.hpp"
+#include "engine/call_table.hpp"
+#include "engine/link_table.hpp"
+#include "engine/registry.hpp"
+#include "engine/session_table.hpp"
+#include "engine/snapshots.hpp"
+#include "engine/transfer_table.hpp"
+#include "engine/user_table.hpp"
+#include "engine/link.hpp"
+#include "config/options.hpp"
+#include "engine/resources.hpp"
+#include "engine/session.hpp"
+
+namespace mcdma::daemon {
+
+struct HelloInfo {
+  std::string app_name;
+  uint32_t pid = 0;
+  uint32_t uid = 0;
+  uint32_t submission_entries = 0;
+  uint32_t completion_entries = 0;
+  uint32_t inbox_entries = 0;
+  uint64_t arena_bytes = 0;
+};
+
+struct OpenedInfo {
+  uint64_t session_id = 0;
+  std::string token;
+  std::string mailbox_segment;
+  uint64_t mailbox_bytes = 0;
+};
+
+struct AllocInfo {
+  uint64_t buffer_id = 0;
+  std::string segment;
+  uint64_t size = 0;
+};
+
+struct ExportSpec {
+  std::string name;
+  uint64_t buffer_id = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t ttl_ms = 0;
+  bool allow_read = false;
+  bool allow_write = false;
+  std::vector<std::string> allowed_peers;
+};
+
+struct ResolveInfo {
+  uint64_t handle = 0;
+  uint64_t length = 0;
+  bool allow_read = false;
+  bool allow_write = false;
+};
+
+// What an export grants a peer that resolved it (PeerService converts it
+// to the peer protocol's reply).
+struct PeerGrant {
+  uint64_t export_id = 0;
+  uint64_t length = 0;
+  bool allow_read = false;
+  bool allow_write = false;
+  using Piece = RemotePiece;
+  std::vector<Piece> pieces;              // offset order, covering [0, length)
+  std::optional<uint64_t> expires_in_ms;  // with a TTL; at least 1
+};
+
+class Engine {
+ public:
+  // One device per transport. Loop (required) carries transfers between
+  // sessions here; tcp carries links to peers, null when peering is off;
+  // verbs carries verbs links, null without a usable RDMA device
+  // (`verbs_info` says why).
+  using Devices = std::array<std::unique_ptr<driver::Device>, kTransportCount>;
+  Engine(Options options, Devices devices, LocalVerbsInfo verbs_info = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Connects the loop channel and starts the thread.
+  Status Start();
+  // Stops the thread; closes every session. Idempotent.
+  void Stop();
+
+  // Runs fn on the engine thread and returns its result; nullopt when the
+  // engine has stopped. Any thread but the engine's.
+  template <typename F>
+  auto Run(F&& fn) -> std::optional<std::invoke_result_t<F>> {
+    using R = std::invoke_result_t<F>;
+    auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(fn));
+    auto future = task->get_future();
+    if (!Post([task] { (*task)(); })) return std::nullopt;
+    return future.get();
+  }
+  // Heartbeat: increments every loop round (the watchdog checks it moves).
+  uint64_t rounds() const { return rounds_.load(std::memory_order_relaxed); }
+
+  // ---- Engine thread only (call through Run) ----
+  Result<OpenedInfo> OpenSession(const HelloInfo& hello);
+  void SetStreamCanceller(uint64_t session, std::function<void()> cancel);
+  // Reaps a session: fails its callers' calls, revokes its exports, drops its
+  // buffers once in-flight transfers are done. `reason` is left in the
+  // mailbox header for the app.
+  void CloseSession(uint64_t session, Code reason);
+  Status CheckToken(uint64_t session, const std::string& token) const;
+  Status Mapped(uint64_t session, const std::string& segment);
+  Result<AllocInfo> Alloc(uint64_t session, uint64_t size);
+  Status Free(uint64_t session, uint64_t buffer_id);
+  Result<uint64_t> Export(uint64_t session, const ExportSpec& spec);
+  Status Unexport(uint64_t session, const std::string& name);
+  Result<ResolveInfo> Resolve(uint64_t session, const std::string& peer, const std::string& name);
+  Status ReleaseHandle(uint64_t session, uint64_t handle);
+  Result<uint64_t> Serve(uint64_t session, const std::string& service);
+  Status Unserve(uint64_t session, uint64_t service_id);
+  Result<uint64_t> LookupService(uint64_t session, const std::string& peer,
+                                 const std::string& service);
+
+  // ---- Links (engine_link.cpp, engine_peer.cpp); engine thread only ----
+  // `transport`: tcp or verbs.
+  Result<std::unique_ptr<driver::Endpoint>> CreateLinkEndpoint(Transport transport);
+  bool has_verbs() const { return device(Transport::kVerbs) != nullptr; }
+  // Fixed after construction: readable from any thread.
+  const LocalVerbsInfo& verbs_info() const { return verbs_info_; }
+  // Takes over a connected link. An older link of the same (peer, origin) is
+  // dropped first (its operations fail LINK_DOWN). Returns the link id.
+  Result<uint64_t> InstallLink(const LinkSpec& spec, std::unique_ptr<driver::Connection> conn);
+  // Drops a link: its in-flight operations fail with `code`. No-op if gone.
+  void DropLink(uint64_t link_id, Code code, const std::string& why);
+  // Drops every link to `peer` (Goodbye, removal).
+  void DropPeer(const std::string& peer, Code code, const std::string& why);
+  // Called (on the engine thread) when the data path drops a link by itself.
+  void SetLinkDownHandler(std::function<void(uint64_t link_id, const std::string& why)> fn) {
+    on_link_down_ = std::move(fn);
+  }
+  std::vector<LinkSnapshot> Links() const;
+  // Sends `payload` to `peer` as an echo request; `done` runs on the engine
+  // thread with the echoed bytes, or an error (link down). Returns the
+  // sequence number, for CancelEcho.
+  Result<uint64_t> StartEcho(const std::string& peer, std::string payload,
+                             std::function<void(Result<std::string>)> done,
+                             LinkSnapshot* used = nullptr);
+  void CancelEcho(uint64_t seq);
+  // Peer plane, callee side: an app's export / service for `peer_host`,
+  // registered with the device of `transport` ("tcp" or "verbs").
+  Result<PeerGrant> ResolveForPeer(const std::string& peer_host, const std::string& name,
+                                   Transport transport);
+  Result<uint64_t> LookupForPeer(const std::string& service) const;
+  // Peer plane, caller side: records what a peer answered for a session.
+  Result<ResolveInfo> AddPeerHandle(uint64_t session, PeerExport peer_export);
+  Result<uint64_t> AddPeerService(uint64_t session, PeerService service);
+
+  // engine_admin.cpp: snapshots for the Admin service.
+  StatusSnapshot StatusNow() const;
+  std::vector<SessionSnapshot> SessionsNow() const;
+  std::vector<ExportSnapshot> ExportsNow() const;
+  std::vector<BufferSnapshot> BuffersNow() const;
+
+  // Draining: refuse new sessions; Idle() says when nothing is in flight.
+  void BeginDrain() { draining_ = true; }
+  bool draining() const { return draining_; }
+  bool Idle() const { return calls_.empty() && transfers_.empty(); }
+  void CloseAllSessions(Code reason);
+
+  const Options& options() const { return options_; }
+
+ private:
+  bool Post(std::function<void()> fn);
+  void Loop();
+  bool RunCommands();
+  void Sleep();
+  bool HasWork();
+
+  // engine_submit.cpp: one submission ring batch and each opcode.
+  bool ProcessSubmissions(Session& s);
+  void Handle(Session& s, const shm::SubmitDesc& d, uint32_t index);
+  void HandleRelease(Session& s, const shm::SubmitDesc& d);
+  // `reason` goes in the event's `detail` (protocol §10.1).
+  void Complete(Session& s, shm::Op op, uint64_t tag, Code code, std::string_view message,
+                uint64_t bytes = 0, std::span<const std::byte> payload = {},
+                Reason reason = Reason::kNone,
+                std::optional<Clock::time_point> started = std::nullopt);
+  // Counts one finished operation: ok/failed, bytes, its code and its
+  // latency since `started` (nullopt: the descriptor being handled now).
+  void CountDone(shm::Op op, Code code, uint64_t bytes,
+                 std::optional<Clock::time_point> started = std::nullopt);
+  // A malformed descriptor (bad opcode, range, id): completes with `code`
+  // and counts as an invalid descriptor.
+  void Reject(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message);
+  // A well-formed request that cannot be carried out (service gone, export
+  // revoked, call expired, busy, draining): completes with `code` only.
+  void Decline(Session& s, const shm::SubmitDesc& d, Code code, const std::string& message);
+  // The same with a Status's code, reason and message.
+  void Decline(Session& s, const shm::SubmitDesc& d, const Status& why);
+  void RingFault(Session& s, const std::string& message);
+  // Ends a misbehaving session: marks its mailbox closed and cancels its
+  // stream; the stream's handler then reaps it through CloseSession.
+  void Evict(Session& s, Code reason, const std::string& message);
+  Clock::time_point DeadlineFor(const shm::SubmitDesc& d) const;
+
+  // engine_transfer.cpp: READ/WRITE through the transport.
+  void HandleTransfer(Session& s, const shm::SubmitDesc& d);
+  void HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
+                          const std::shared_ptr<BufferRecord>& buf,
+                          const std::shared_ptr<PeerExport>& target);
+  bool ProgressTransfers();
+  bool PostTransferPieces(TransferOp& op);
+  void OnTransferCompletion(const driver::WorkCompletion& wc, bool over_link);
+  void FinishTransfer(TransferOp& op);
+
+  // engine_link.cpp: the data path of links.
+  bool ProgressLinks();
+  EngineLink* LinkTo(const std::string& peer);
+  EngineLink* FindLink(uint64_t id);
+  void SendMessage(EngineLink& l, link_wire::Header h, std::span<const std::byte> payload);
+  void SendReply(uint64_t link_id, uint64_t id, Code code, std::span<const std::byte> payload,
+                 Reason reason = Reason::kNone);
+  bool PumpBacklog(EngineLink& l);
+  bool PostFragments(EngineLink& l, EngineLink::Outgoing& m, std::span<const std::byte> payload);
+  void FailLink(EngineLink& l, Code code, const std::string& why);
+  void OnFragment(EngineLink& l, uint32_t slot, uint32_t len);
+  void Dispatch(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+
+  // engine_calls.cpp: calls, one path whoever the caller and the server.
+  void HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way);
+  void HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way, const PeerService& ps);
+  void OnIncomingCall(EngineLink& l, const link_wire::Header& h,
+                      std::span<const std::byte> payload);
+  // Offers a call to a service of this host: posts it to the serving app's
+  // inbox and books it (not a one-way one). Returns the call id (0 for a
+  // one-way call), or why the call cannot be delivered.
+  Result<uint64_t> OfferToService(const CallCaller& caller, uint64_t service_id,
+                                  std::span<const std::byte> payload, Clock::time_point deadline,
+                                  uint32_t timeout_us, bool one_way);
+  void HandleReply(Session& s, const shm::SubmitDesc& d);
+  void OnReply(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+  // Gives a taken call's outcome to its caller (a completion for an app
+  // here, a kReply for a peer). An error's payload is its message. Returns
+  // why the outcome did not fit the way back (the caller is told that).
+  Status AnswerCaller(const PendingCall& call, Code code, std::span<const std::byte> payload,
+                      Reason reason = Reason::kNone);
+  void FailCall(uint64_t call_id, Code code, const std::string& message);
+
+  void ExpireDeadlines(Clock::time_point now);
+  void Sweep(Clock::time_point now);
+  void RemoveExport(const std::string& name, Code reason);
+  // Sends the kRevokeAcks whose transfers have drained.
+  bool SendRevokeAcks();
+  Session* FindSession(uint64_t id);
+  // Session::Post within limits.max_backlog* (the daemon-wide byte room is
+  // what backlog_held_ leaves), keeping backlog_held_ current: O(1), it
+  // runs for every completion.
+  bool PostTo(Session& s, bool inbox, const shm::EventDesc& ev, std::span<const std::byte> payload);
+  Status CheckNameOwner(const Session& s, const std::string& name, const char* what) const;
+
+  Options options_;
+  // The first characters of every segment name (SegmentTag of the socket),
+  // so that the next daemon on this socket can remove what this one leaves.
+  std::string segment_tag_;
+  Devices devices_;
+  driver::Device* device(Transport t) const { return devices_[static_cast<size_t>(t)].get(); }
+  // The loop channel: local one-sided transfers are posted on `local_` and
+  // name the target's registration as remote memory, exactly as a transfer
+  // to a peer names the peer's. `local_peer_` is the other end.
+  std::unique_ptr<driver::Connection> local_;
+  std::unique_ptr<driver::Connection> local_peer_;
+  LocalVerbsInfo verbs_info_;
+  LinkTable links_;
+  std::atomic<bool> link_pending_{false};  // set by the link transport's thread
+  std::function<void(uint64_t, const std::string&)> on_link_down_;
+  std::unordered_map<uint64_t, PeerService> peer_services_;  // by local service id
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> rounds_{0};
+  bool draining_ = false;
+
+  // Commands from other threads. GUARDED_BY(cmd_mu_).
+  std::mutex cmd_mu_;
+  std::deque<std::function<void()>> commands_;
+  bool accepting_ = true;
+  shm::Bell cmd_bell_{};  // private futex: wakes the engine for commands
+
+  // Everything below: engine thread only.
+  Clock::time_point started_;
+  uint64_t next_id_ = 1;
+  SessionTable sessions_;
+  Registry registry_;
+  CallTable calls_;
+  TransferTable transfers_;
+  UserTable users_;
+  uint64_t backlog_held_ = 0;  // payload bytes in every session's backlog
+  void UnlinkSegment(const std::string& name);
+  // Unlinks `segment`'s name; a failure is logged and counted
+  // (segment_unlink_failures in status), never fatal: the mapping stays.
+  void UnlinkOrCount(ShmSegment& segment);
+  Clock::time_point last_sweep_;
+
+  OpCounters op_stats_{};
+  Clock::time_point handling_since_{};  // when Handle() took the current descriptor
+  uint64_t invalid_total_ = 0;
+  uint64_t segment_unlink_failures_ = 0;
+};
+
+}  // namespace mcdma::daemon

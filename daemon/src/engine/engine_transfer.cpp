@@ -1,0 +1,287 @@
+// One-sided READ/WRITE: validated against the session's own buffer and the
+// resolved export, then cut into pieces (no larger than the transfer chunk,
+// the device's limits or a registration piece) and pipelined on the
+// transport. Engine thread only.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "engine/engine.hpp"
+
+namespace mcdma::daemon {
+namespace {
+// Pieces in flight per transfer: enough to pipeline, few enough that
+// concurrent transfers share the queue.
+constexpr uint32_t kPiecesInFlightPerOp = 8;
+constexpr size_t kTransferPollBatch = 16;
+}  // namespace
+
+void Engine::HandleTransfer(Session& s, const shm::SubmitDesc& d) {
+  bool is_read = d.opcode == static_cast<uint8_t>(shm::Op::kRead);
+  const char* verb = is_read ? "read" : "write";
+  std::shared_ptr<BufferRecord> buf = registry_.OwnedBuffer(d.local_buffer, s.id());
+  if (!buf) {
+    Reject(s, d, Code::kNotFound,
+           "buffer " + std::to_string(d.local_buffer) + " is not owned by this session");
+    return;
+  }
+  if (d.length == 0) {
+    Reject(s, d, Code::kInvalid, std::string("zero-length ") + verb);
+    return;
+  }
+  uint64_t local_size = buf->size();
+  if (d.local_offset > local_size || d.length > local_size - d.local_offset) {
+    Reject(s, d, Code::kOutOfRange,
+           "local range [" + std::to_string(d.local_offset) + ", +" + std::to_string(d.length) +
+               ") is outside buffer " + std::to_string(d.local_buffer) + " (" +
+               std::to_string(local_size) + " bytes)");
+    return;
+  }
+  auto h = s.handles.find(d.target);
+  if (h == s.handles.end()) {
+    Reject(s, d, Code::kNotFound,
+           "remote handle " + std::to_string(d.target) + " is unknown (resolve first)");
+    return;
+  }
+  if (h->second.peer) {
+    HandlePeerTransfer(s, d, buf, h->second.peer);
+    return;
+  }
+  std::shared_ptr<ExportRecord> target = h->second.target.lock();
+  if (!target || target->revoked) {
+    Decline(s, d, Code::kRevoked, "the export was unexported, expired, or its owner exited");
+    return;
+  }
+  if (is_read ? !target->allow_read : !target->allow_write) {
+    Decline(s, d, Code::kPermissionDenied,
+            "export '" + target->name + "' does not allow " + (is_read ? "reading" : "writing"));
+    return;
+  }
+  if (d.remote_offset > target->length || d.length > target->length - d.remote_offset) {
+    Reject(s, d, Code::kOutOfRange,
+           "remote range [" + std::to_string(d.remote_offset) + ", +" + std::to_string(d.length) +
+               ") runs past the end of export '" + target->name + "' (" +
+               std::to_string(target->length) + " bytes)");
+    return;
+  }
+  TransferOp op;
+  op.id = next_id_++;
+  op.session = s.id();
+  op.tag = d.tag;
+  op.is_read = is_read;
+  op.local = buf;
+  op.local_offset = d.local_offset;
+  op.target = std::move(target);
+  op.remote_offset = d.remote_offset;
+  op.length = d.length;
+  op.deadline = DeadlineFor(d);
+  ++s.inflight;
+  transfers_.Add(std::move(op));
+}
+
+void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
+                                const std::shared_ptr<BufferRecord>& buf,
+                                const std::shared_ptr<PeerExport>& target) {
+  bool is_read = d.opcode == static_cast<uint8_t>(shm::Op::kRead);
+  if (target->expires && *target->expires <= Clock::now() && !target->revoked) {
+    target->revoked = true;
+    target->revoked_why = "export '" + target->name + "' on '" + target->peer + "' expired (TTL)";
+  }
+  if (target->revoked) {
+    Decline(s, d, Code::kRevoked, target->revoked_why);
+    return;
+  }
+  if (is_read ? !target->allow_read : !target->allow_write) {
+    Decline(s, d, Code::kPermissionDenied,
+            "export '" + target->name + "' on '" + target->peer + "' does not allow " +
+                (is_read ? "reading" : "writing"));
+    return;
+  }
+  if (d.remote_offset > target->length || d.length > target->length - d.remote_offset) {
+    Reject(s, d, Code::kOutOfRange,
+           "remote range [" + std::to_string(d.remote_offset) + ", +" + std::to_string(d.length) +
+               ") runs past the end of export '" + target->name + "' on '" + target->peer + "' (" +
+               std::to_string(target->length) + " bytes)");
+    return;
+  }
+  EngineLink* l = LinkTo(target->peer);
+  if (l == nullptr) {
+    Decline(s, d, Code::kLinkDown, "no link to peer '" + target->peer + "' is up");
+    return;
+  }
+  if (l->spec.peer_instance != target->peer_instance) {
+    Decline(s, d, Code::kPeerGone,
+            "peer '" + target->peer + "' restarted since export '" + target->name +
+                "' was resolved; resolve it again");
+    return;
+  }
+  if (target->transport != l->spec.transport) {
+    Decline(s, d, Code::kRevoked,
+            "export '" + target->name + "' on '" + target->peer + "' was resolved for a " +
+                std::string(TransportName(target->transport)) + " link; the link now uses " +
+                std::string(TransportName(l->spec.transport)) + ": resolve it again");
+    return;
+  }
+  if (l->verbs() && buf->reg(Transport::kVerbs).empty()) {
+    // Registered with the RDMA device at its first use there: a profile
+    // that allows few registrations is not spent on buffers never sent.
+    auto reg = RegisterPieces(*l->device, buf->segment.data(), buf->size(), driver::kAccessLocal);
+    if (!reg.ok()) {
+      Decline(s, d, reg.status().code(),
+              "buffer " + std::to_string(buf->id) + ": " + reg.status().message());
+      return;
+    }
+    buf->reg(Transport::kVerbs) = std::move(reg).value();
+  }
+  if (!l->verbs() && buf->reg(Transport::kTcp).empty()) {
+    Decline(s, d, Code::kUnavailable,
+            "buffer " + std::to_string(buf->id) +
+                " was allocated before peering started; allocate anew");
+    return;
+  }
+  TransferOp op;
+  op.id = next_id_++;
+  op.session = s.id();
+  op.tag = d.tag;
+  op.is_read = is_read;
+  op.local = buf;
+  op.local_offset = d.local_offset;
+  op.peer = target;
+  op.link = l->id;
+  op.remote_offset = d.remote_offset;
+  op.length = d.length;
+  op.deadline = DeadlineFor(d);
+  ++s.inflight;
+  if (is_read) {
+    ++l->stats->reads;
+  } else {
+    ++l->stats->writes;
+  }
+  transfers_.Add(std::move(op));
+}
+
+// Posts what the op may post now; true if anything was posted.
+bool Engine::PostTransferPieces(TransferOp& op) {
+  driver::Connection* conn = local_.get();
+  EngineLink* link = nullptr;
+  if (op.link != 0) {
+    link = FindLink(op.link);
+    if (link == nullptr || link->failed) return false;  // DropLink fails the op
+    conn = link->conn.get();
+  }
+  const driver::Caps& caps = conn->caps();
+  const Registration& local_reg =
+      op.local->reg(link == nullptr ? Transport::kLoop : link->spec.transport);
+  bool did = false;
+  // The send queue's room: a link's receive slots sit in the other queue.
+  auto queue_full = [&] {
+    if (link == nullptr) return conn->outstanding() >= caps.max_outstanding;
+    uint64_t sends = link->slots - link->free_send.size();
+    return link->transfers + sends >= caps.max_outstanding;
+  };
+  while (op.error == Code::kOk && op.posted < op.length && op.outstanding < kPiecesInFlightPerOp &&
+         !queue_full()) {
+    Piece piece = NextPiece(op, local_reg, caps, options_.transfer_chunk_bytes);
+    Status st = op.is_read ? conn->PostRead(op.id, piece.local, piece.remote)
+                           : conn->PostWrite(op.id, piece.local, piece.remote);
+    if (st.code() == Code::kBusy) break;
+    if (!st.ok()) {
+      op.error = st.code();
+      op.error_detail = st.message();
+      if (link != nullptr && st.code() == Code::kLinkDown) FailLink(*link, st.code(), st.message());
+      break;
+    }
+    op.posted += piece.bytes;
+    ++op.outstanding;
+    if (link != nullptr) ++link->transfers;
+    did = true;
+  }
+  return did;
+}
+
+void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_link) {
+  TransferOp* found = transfers_.Find(wc.wr_id);
+  if (found == nullptr) return;
+  TransferOp& op = *found;
+  if (op.outstanding > 0) --op.outstanding;
+  if (wc.code == Code::kOk) {
+    op.done += wc.byte_len;
+  } else if (op.error == Code::kOk) {
+    op.error = wc.code;
+    op.error_detail = wc.detail;
+    // We checked the grant before posting, so a peer that refuses access
+    // has revoked it (its kRevoke message may still be on its way) — unless
+    // its NIC refused an RDMA access: that also takes the queue pair down,
+    // and a peer daemon being killed (its registrations go before its QP)
+    // looks the same, so the honest answer is the link's.
+    if (over_link && wc.code == Code::kPermissionDenied && op.peer) {
+      const EngineLink* l = FindLink(op.link);
+      if (l != nullptr && l->verbs() && l->conn->caps().one_sided) {
+        op.error = Code::kLinkDown;
+        op.error_detail = "the NIC of '" + op.peer->peer + "' refused the access to export '" +
+                          op.peer->name +
+                          "' and the link failed: the peer is going away, or the export was "
+                          "revoked meanwhile (resolve it again)";
+      } else {
+        op.error = Code::kRevoked;
+        op.error_detail = "export '" + op.peer->name + "' on '" + op.peer->peer +
+                          "' refused access: it was unexported, expired or its owner exited";
+      }
+    }
+  }
+}
+
+bool Engine::SendRevokeAcks() {
+  bool did = false;
+  for (auto [link_id, export_id] : transfers_.TakeReadyRevokeAcks()) {
+    if (EngineLink* l = FindLink(link_id)) {
+      link_wire::Header h;
+      h.type = link_wire::MsgType::kRevokeAck;
+      h.target = export_id;
+      SendMessage(*l, h, {});
+    }
+    did = true;
+  }
+  return did;
+}
+
+bool Engine::ProgressTransfers() {
+  bool did = transfers_.owes_revoke_acks() && SendRevokeAcks();
+  if (transfers_.empty()) return did;
+  for (auto& [id, op] : transfers_) {
+    bool revoked = op.peer ? op.peer->revoked : op.target->revoked;
+    if (op.error == Code::kOk && revoked) {
+      op.error = Code::kRevoked;
+      op.error_detail = op.peer
+                            ? op.peer->revoked_why
+                            : "export '" + op.target->name + "' was revoked during the transfer";
+    }
+    did |= PostTransferPieces(op);
+  }
+  driver::WorkCompletion wcs[kTransferPollBatch];
+  size_t n = local_->Poll(wcs);
+  for (size_t i = 0; i < n; ++i) OnTransferCompletion(wcs[i], /*over_link=*/false);
+  did |= n > 0;
+  did |= transfers_.FinishAndReap([this](TransferOp& op) { FinishTransfer(op); });
+  return did;
+}
+
+void Engine::FinishTransfer(TransferOp& op) {
+  if (op.link != 0) {
+    if (EngineLink* l = FindLink(op.link)) {
+      if (op.error != Code::kOk) {
+        ++l->stats->ops_failed;
+      } else {
+        (op.is_read ? l->stats->read_bytes : l->stats->write_bytes) += op.done;
+      }
+    }
+  }
+  Session* s = FindSession(op.session);
+  if (s == nullptr || s->closing) return;
+  --s->inflight;
+  auto kind = op.is_read ? shm::Op::kRead : shm::Op::kWrite;
+  Complete(*s, kind, op.tag, op.error, op.error_detail, op.error == Code::kOk ? op.done : 0, {},
+           Reason::kNone, op.started);
+}
+
+}  // namespace mcdma::daemon
