@@ -21,9 +21,9 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/link_wire.hpp"
 #include "fuzz_engine.hpp"
 #include "fuzz_support.hpp"
-#include "engine/link_wire.hpp"
 
 namespace mcdma::fuzz {
 namespace {

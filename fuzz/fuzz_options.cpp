@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "fuzz_support.hpp"
 #include "config/option_table.hpp"
 #include "config/options.hpp"
+#include "fuzz_support.hpp"
 
 using namespace mcdma;
 using namespace mcdma::daemon;

@@ -16,14 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "config/option_table.hpp"
+#include "config/options.hpp"
 #include "driver/tcp/tcp_frame.hpp"
 #include "driver/verbs/verbs_wire.hpp"
 #include "engine/link_wire.hpp"
 #include "mcdma/v1/peer.pb.h"
 #include "mcdma_auth/fabric_key.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
-#include "config/option_table.hpp"
-#include "config/options.hpp"
 
 namespace {
 

@@ -1,7 +1,8 @@
 // libmcdma's default socket paths (mcdma/client.hpp): the platform seam's
 // (platform/paths.hpp), so the daemon and apps agree on them.
-#include "mcdma/client.hpp"
 #include "platform/paths.hpp"
+
+#include "mcdma/client.hpp"
 
 namespace mcdma {
 

@@ -1,10 +1,10 @@
+#include "platform/paths.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
-
-#include "platform/paths.hpp"
 
 namespace mcdma::platform {
 namespace {

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "mcdma/status.hpp"
 #include "config/options.hpp"
+#include "mcdma/status.hpp"
 
 namespace mcdma::daemon {
 

@@ -8,9 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "service/admin_service.hpp"
 #include "budgets.hpp"
-#include "service/control_service.hpp"
 #include "driver/loop/loop_transport.hpp"
 #include "engine/engine.hpp"
 #include "mcdma_auth/fabric_key.hpp"
@@ -19,6 +17,8 @@
 #include "platform/process.hpp"
 #include "platform/service_manager.hpp"
 #include "platform/shm.hpp"
+#include "service/admin_service.hpp"
+#include "service/control_service.hpp"
 #include "verbs_support.hpp"
 
 namespace mcdma::daemon {

@@ -22,9 +22,9 @@
 #include <string>
 #include <string_view>
 
+#include "config/options.hpp"
 #include "listener.hpp"
 #include "mcdma/status.hpp"
-#include "config/options.hpp"
 #include "socket_path.hpp"
 #include "watchdog.hpp"
 

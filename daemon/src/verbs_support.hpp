@@ -5,9 +5,9 @@
 
 #include <memory>
 
+#include "config/options.hpp"
 #include "driver/transport.hpp"
 #include "engine/link.hpp"
-#include "config/options.hpp"
 
 namespace mcdma::daemon {
 

@@ -1,16 +1,16 @@
 // The budgets resolved at start-up (budgets.hpp), the per-user table
 // (engine/user_table.hpp), TTL saturation, name reservations and the peer
 // authentication gate's address parsing: plain functions, no daemon.
-#include "budgets.hpp"
+#include "engine/user_table.hpp"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 
-#include "engine/user_table.hpp"
+#include "budgets.hpp"
 #include "config/options.hpp"
-#include "peer/auth_gate.hpp"
 #include "engine/resources.hpp"
+#include "peer/auth_gate.hpp"
 
 namespace mcdma::daemon {
 namespace {

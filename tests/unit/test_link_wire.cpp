@@ -7,9 +7,9 @@
 #include <fstream>
 #include <string>
 
+#include "config/options.hpp"
 #include "driver/tcp/tcp_transport.hpp"
 #include "engine/link_wire.hpp"
-#include "config/options.hpp"
 #include "peer/peer_util.hpp"
 
 namespace mcdma::daemon {

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "mcdma_auth/fabric_key.hpp"
 #include "config/option_table.hpp"
+#include "mcdma_auth/fabric_key.hpp"
 
 namespace mcdma::daemon {
 

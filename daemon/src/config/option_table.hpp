@@ -17,8 +17,8 @@
 #include <string_view>
 #include <variant>
 
-#include "mcdma/status.hpp"
 #include "config/options.hpp"
+#include "mcdma/status.hpp"
 
 namespace mcdma::daemon {
 

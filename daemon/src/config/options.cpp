@@ -10,10 +10,10 @@
 #include <set>
 #include <string_view>
 
-#include "platform/paths.hpp"
-#include "mcdma_auth/peer_auth.hpp"
 #include "config/option_table.hpp"
+#include "mcdma_auth/peer_auth.hpp"
 #include "platform/names.hpp"
+#include "platform/paths.hpp"
 
 namespace mcdma::daemon {
 namespace {

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "driver/transport.hpp"
-#include "engine/reassembler.hpp"
 #include "engine/link_wire.hpp"
+#include "engine/reassembler.hpp"
 #include "mcdma/status.hpp"
 
 namespace mcdma::daemon {

@@ -18,10 +18,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/resources.hpp"
 #include "mcdma_internal/arena_allocator.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
 #include "mcdma_internal/shm_segment.hpp"
-#include "engine/resources.hpp"
 
 namespace mcdma::daemon {
 

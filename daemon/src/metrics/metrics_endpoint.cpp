@@ -5,8 +5,8 @@
 
 #include <exception>
 
-#include "service/admin_service.hpp"
 #include "metrics/metric_families.hpp"
+#include "service/admin_service.hpp"
 
 namespace mcdma::daemon {
 

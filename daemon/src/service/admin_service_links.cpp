@@ -1,7 +1,7 @@
 // The Admin service's link calls (mcdmactl links / link add|remove|test).
+#include "peer/link_manager.hpp"
 #include "service/admin_service.hpp"
 #include "service/grpc_status.hpp"
-#include "peer/link_manager.hpp"
 
 namespace mcdma::daemon {
 namespace {

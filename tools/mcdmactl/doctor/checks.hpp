@@ -25,13 +25,13 @@
 #include <string>
 #include <vector>
 
+#include "config/options.hpp"
 #include "doctor/darwin.hpp"
 #include "doctor/host.hpp"
 #include "doctor/result.hpp"
 #include "driver/verbs/verbs_model.hpp"
 #include "mcdma/status.hpp"
 #include "mcdma/v1/admin.pb.h"
-#include "config/options.hpp"
 
 namespace mcdma::tools::doctor {
 
