@@ -160,7 +160,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (wire.wants_output()) wire.Flush();
     std::deque<driver::WorkCompletion> done;
     {
-      std::lock_guard lock(shared->mu);
+      MutexLock lock(shared->mu);
       done.swap(shared->completions);
     }
     for (const driver::WorkCompletion& wc : done) {

@@ -151,7 +151,7 @@ Result<std::string> TicketBook::Issue(const std::string& peer_host_id, Clock::ti
   MCDMA_ASSIGN_OR_RETURN(std::string raw, RandomBytes(kTicketBytes));
   std::string ticket = ToHex(raw);
   OPENSSL_cleanse(raw.data(), raw.size());
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   DropExpiredLocked(now);
   size_t held = 0;
   auto oldest = entries_.end();
@@ -176,7 +176,7 @@ Result<std::string> TicketBook::Verify(std::string_view ticket, Clock::time_poin
                                       " lowercase hex characters");
   }
   const std::string digest = Sha256(ticket);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(digest);
   if (it == entries_.end()) {
     return Status(Code::kPermissionDenied, "unknown peer ticket; authenticate first");
@@ -191,17 +191,17 @@ Result<std::string> TicketBook::Verify(std::string_view ticket, Clock::time_poin
 void TicketBook::Revoke(std::string_view ticket) {
   if (!IsTicketText(ticket)) return;
   const std::string digest = Sha256(ticket);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   entries_.erase(digest);
 }
 
 void TicketBook::RevokePeer(const std::string& peer_host_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(entries_, [&](const auto& kv) { return kv.second.host_id == peer_host_id; });
 }
 
 size_t TicketBook::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 

@@ -18,7 +18,7 @@ grpc::ClientContext* ClientCore::NewContext(grpc::ClientContext& ctx) const {
 Status ClientCore::MarkMapped(const std::string& segment) {
   v1::SessionRequest req;
   req.mutable_mapped()->set_segment(segment);
-  std::lock_guard lock(stream_write_mu_);
+  MutexLock lock(stream_write_mu_);
   if (!stream_->Write(req)) return Status(Code::kUnavailable, "the session stream is closed");
   return Status::Ok();
 }

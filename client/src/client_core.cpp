@@ -105,16 +105,20 @@ Status ClientCore::Open() {
   cq_ = reinterpret_cast<shm::EventDesc*>(mailbox_.data() + geo_.cq_offset());
   inbox_ = reinterpret_cast<shm::EventDesc*>(mailbox_.data() + geo_.inbox_offset());
   arena_ = mailbox_.data() + geo_.arena_offset();
-  app_arena_ = ArenaAllocator(0, geo_.app_arena_bytes, shm::kArenaUnit);
-  sq_tail_ = header_->sq_tail.value.load(std::memory_order_acquire);
-  cq_head_ = header_->cq_head.value.load(std::memory_order_acquire);
-  inbox_head_ = header_->inbox_head.value.load(std::memory_order_acquire);
+  AdoptRingPositions();
 
   stream_thread_ = std::thread([this] { StreamLoop(); });
   progress_ = std::thread([this] { ProgressLoop(); });
   for (int i = 0; i < options_.handler_threads; ++i)
     workers_.emplace_back([this] { HandlerWorker(); });
   return Status::Ok();
+}
+
+void ClientCore::AdoptRingPositions() {
+  app_arena_ = ArenaAllocator(0, geo_.app_arena_bytes, shm::kArenaUnit);
+  sq_tail_ = header_->sq_tail.value.load(std::memory_order_acquire);
+  cq_head_ = header_->cq_head.value.load(std::memory_order_acquire);
+  inbox_head_ = header_->inbox_head.value.load(std::memory_order_acquire);
 }
 
 ClientCore::~ClientCore() { Shutdown(); }
@@ -125,7 +129,7 @@ void ClientCore::Shutdown() {
     WakeProgress();
     if (progress_.joinable()) progress_.join();
     {
-      std::lock_guard lock(work_mu_);
+      MutexLock lock(work_mu_);
       work_cv_.notify_all();
     }
     for (auto& w : workers_) w.join();
@@ -156,7 +160,7 @@ void ClientCore::StreamLoop() {
                                      CodeName(static_cast<Code>(why)) + ")"
                                : "the session's stream to mcdma-rpcd ended: " + st.error_message();
     {
-      std::lock_guard lock(ops_mu_);
+      MutexLock lock(ops_mu_);
       closed_message_ = msg;
     }
     closed_.store(true);
@@ -166,7 +170,7 @@ void ClientCore::StreamLoop() {
 
 Status ClientCore::CheckOpen() const {
   if (closed_.load()) {
-    std::lock_guard lock(ops_mu_);
+    MutexLock lock(ops_mu_);
     return Status(Code::kUnavailable,
                   closed_message_.empty() ? "the session is closed" : closed_message_);
   }
@@ -179,14 +183,14 @@ void ClientCore::ProgressLoop() {
   while (!stop_.load(std::memory_order_relaxed)) {
     bool did = TryReapCompletions();
     did |= ReapInbox();
-    {
-      std::unique_lock lock(sq_mu_, std::try_to_lock);
-      if (lock.owns_lock()) did |= FlushReleases();
+    if (sq_mu_.try_lock()) {
+      MutexLock lock(sq_mu_, std::adopt_lock);
+      did |= FlushReleases();
     }
     if (closed_.load()) {
       std::string msg;
       {
-        std::lock_guard lock(ops_mu_);
+        MutexLock lock(ops_mu_);
         msg = closed_message_;
       }
       FailAll(Code::kUnavailable, msg);
@@ -215,8 +219,8 @@ bool ClientCore::OnReapingThread() { return t_reaping; }
 
 bool ClientCore::TryReapCompletions() {
   if (t_reaping) return false;
-  std::unique_lock lock(reap_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
+  if (!reap_mu_.try_lock()) return false;
+  MutexLock lock(reap_mu_, std::adopt_lock);
   t_reaping = true;
   bool did = ReapCompletions();
   t_reaping = false;
@@ -230,7 +234,7 @@ bool ClientCore::ReapCompletions() {
   if (n > geo_.cq_entries) {
     // Only a corrupted mailbox gets here: nothing in it can be trusted.
     {
-      std::lock_guard lock(ops_mu_);
+      MutexLock lock(ops_mu_);
       closed_message_ = "the mailbox's completion ring is corrupted";
     }
     closed_.store(true);
@@ -252,7 +256,7 @@ bool ClientCore::ReapCompletions() {
     }
     std::shared_ptr<OpState> op;
     {
-      std::lock_guard lock(ops_mu_);
+      MutexLock lock(ops_mu_);
       auto it = ops_.find(ev.tag);
       if (it != ops_.end()) {
         op = std::move(it->second);
@@ -286,7 +290,7 @@ bool ClientCore::ReapCompletions() {
 void ClientCore::Finish(const std::shared_ptr<OpState>& op, Code code, std::string message,
                         Reason reason) {
   if (op->has_request) {
-    std::lock_guard lock(sq_mu_);
+    MutexLock lock(sq_mu_);
     app_arena_.Free(op->request_off, op->request_len);
     op->has_request = false;
   }
@@ -303,7 +307,7 @@ void ClientCore::Finish(const std::shared_ptr<OpState>& op, Code code, std::stri
   if (op->waiting.load(std::memory_order_relaxed) != 0) wait::FutexWake(&op->done, 1 << 30, false);
   std::function<void(OpState&)> cb;
   {
-    std::lock_guard lock(op->callback_mu);
+    MutexLock lock(op->callback_mu);
     if (op->callback && !op->callback_ran) {
       op->callback_ran = true;
       cb = std::move(op->callback);
@@ -315,7 +319,7 @@ void ClientCore::Finish(const std::shared_ptr<OpState>& op, Code code, std::stri
 void ClientCore::FailAll(Code code, const std::string& message) {
   std::unordered_map<uint64_t, std::shared_ptr<OpState>> ops;
   {
-    std::lock_guard lock(ops_mu_);
+    MutexLock lock(ops_mu_);
     ops.swap(ops_);
   }
   for (auto& [tag, op] : ops) Finish(op, code, message.empty() ? "the session is closed" : message);
@@ -338,7 +342,7 @@ Status ClientCore::Wait(OpState& op) {
       // completion is just being delivered.
       std::shared_ptr<OpState> self;
       {
-        std::lock_guard lock(ops_mu_);
+        MutexLock lock(ops_mu_);
         for (auto it = ops_.begin(); it != ops_.end(); ++it) {
           if (it->second.get() == &op) {
             self = std::move(it->second);
@@ -361,7 +365,7 @@ Status ClientCore::Wait(OpState& op) {
 
 void ClientCore::OnComplete(const std::shared_ptr<OpState>& op, std::function<void(OpState&)> fn) {
   {
-    std::lock_guard lock(op->callback_mu);
+    MutexLock lock(op->callback_mu);
     if (op->done.load(std::memory_order_acquire) == 0) {
       op->callback = std::move(fn);
       return;

@@ -19,7 +19,7 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <mutex>  // std::once_flag
 #include <optional>
 #include <string>
 #include <thread>
@@ -31,6 +31,7 @@
 #include "mcdma_internal/arena_allocator.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
 #include "mcdma_internal/shm_segment.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 
 namespace mcdma::internal {
 
@@ -54,9 +55,9 @@ struct OpState {
   uint32_t request_len = 0;
   Clock::time_point deadline;
   uint64_t service_id = 0;  // CALL/NOTIFY: the cached id it was sent to
-  std::mutex callback_mu;
-  std::function<void(OpState&)> callback;  // GUARDED_BY(callback_mu)
-  bool callback_ran = false;               // GUARDED_BY(callback_mu)
+  Mutex callback_mu;
+  std::function<void(OpState&)> callback MCDMA_GUARDED_BY(callback_mu);
+  bool callback_ran MCDMA_GUARDED_BY(callback_mu) = false;
   std::weak_ptr<ClientCore> core;
 };
 
@@ -86,18 +87,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   // Submits all of `subs` together (one doorbell). Each op gets its tag and
   // deadline here. Fails without submitting anything it has not published.
-  Status Submit(std::span<Submission> subs, std::chrono::milliseconds timeout);
+  Status Submit(std::span<Submission> subs, std::chrono::milliseconds timeout)
+      MCDMA_EXCLUDES(sq_mu_);
   // Waits for an op; kInvalid if called on the progress thread.
   Status Wait(OpState& op);
   void OnComplete(const std::shared_ptr<OpState>& op, std::function<void(OpState&)> fn);
   // Hands a delivered daemon-half range back (never blocks).
-  void ReleaseDelivered(uint32_t off, uint32_t len);
+  void ReleaseDelivered(uint32_t off, uint32_t len) MCDMA_EXCLUDES(release_mu_);
 
-  Result<uint64_t> ServiceId(std::string_view name, bool refresh);
+  Result<uint64_t> ServiceId(std::string_view name, bool refresh) MCDMA_EXCLUDES(handlers_mu_);
   // Drops every cached name that maps to `id` (its server is gone).
-  void ForgetServiceId(uint64_t id);
-  Result<uint64_t> AddHandler(std::string_view service, Handler handler);
-  Status RemoveHandler(uint64_t service_id);
+  void ForgetServiceId(uint64_t id) MCDMA_EXCLUDES(handlers_mu_);
+  Result<uint64_t> AddHandler(std::string_view service, Handler handler)
+      MCDMA_EXCLUDES(handlers_mu_);
+  Status RemoveHandler(uint64_t service_id) MCDMA_EXCLUDES(handlers_mu_);
   Status SendReply(uint64_t call_id, std::span<const std::byte> payload, Code code);
 
   // Control plane (gRPC).
@@ -124,24 +127,28 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
  private:
   explicit ClientCore(ClientOptions options);
   Status Open();
+  // Takes the rings' positions and the app arena from the mapped header.
+  // Open calls it before it starts the threads, so no other thread can
+  // touch the members under sq_mu_ and reap_mu_ yet.
+  void AdoptRingPositions() MCDMA_NO_THREAD_SAFETY_ANALYSIS;
   void ProgressLoop();
-  void StreamLoop();
-  bool ReapCompletions();  // REQUIRES(reap_mu_)
+  void StreamLoop() MCDMA_EXCLUDES(ops_mu_);
+  bool ReapCompletions() MCDMA_REQUIRES(reap_mu_);
   // True on a thread that is reaping completions (running a Then callback).
   static bool OnReapingThread();
-  bool TryReapCompletions();
+  bool TryReapCompletions() MCDMA_EXCLUDES(reap_mu_);
   bool ReapInbox();
-  bool FlushReleases();  // REQUIRES(sq_mu_)
+  bool FlushReleases() MCDMA_REQUIRES(sq_mu_) MCDMA_EXCLUDES(release_mu_);
   void Finish(const std::shared_ptr<OpState>& op, Code code, std::string message,
-              Reason reason = Reason::kNone);
-  void FailAll(Code code, const std::string& message);
-  void RunHandler(const shm::EventDesc& ev);
-  void HandlerWorker();
+              Reason reason = Reason::kNone) MCDMA_EXCLUDES(sq_mu_);
+  void FailAll(Code code, const std::string& message) MCDMA_EXCLUDES(ops_mu_);
+  void RunHandler(const shm::EventDesc& ev) MCDMA_EXCLUDES(handlers_mu_);
+  void HandlerWorker() MCDMA_EXCLUDES(work_mu_);
   void WakeProgress();
-  Status CheckOpen() const;
+  Status CheckOpen() const MCDMA_EXCLUDES(ops_mu_);
   grpc::ClientContext* NewContext(grpc::ClientContext& ctx) const;
   v1::SessionRef Ref() const;
-  Status MarkMapped(const std::string& segment);
+  Status MarkMapped(const std::string& segment) MCDMA_EXCLUDES(stream_write_mu_);
 
   ClientOptions options_;
   SessionInfo info_;
@@ -149,7 +156,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::unique_ptr<v1::Control::Stub> stub_;
   grpc::ClientContext stream_ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>> stream_;
-  std::mutex stream_write_mu_;
+  // Serializes writes on stream_ (the stream thread only reads it).
+  Mutex stream_write_mu_;
   std::string token_;
 
   ShmSegment mailbox_;
@@ -160,35 +168,35 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   shm::EventDesc* inbox_ = nullptr;
   std::byte* arena_ = nullptr;
 
-  // Submission side. GUARDED_BY(sq_mu_).
-  std::mutex sq_mu_;
+  // Submission side.
+  Mutex sq_mu_;
   std::condition_variable space_cv_;
-  uint32_t sq_tail_ = 0;
-  ArenaAllocator app_arena_{0, 0, shm::kArenaUnit};
-  // Releases queued from threads that must not block. GUARDED_BY(release_mu_).
-  std::mutex release_mu_;
-  std::vector<std::pair<uint32_t, uint32_t>> release_queue_;
+  uint32_t sq_tail_ MCDMA_GUARDED_BY(sq_mu_) = 0;
+  ArenaAllocator app_arena_ MCDMA_GUARDED_BY(sq_mu_){0, 0, shm::kArenaUnit};
+  // Releases queued from threads that must not block.
+  Mutex release_mu_;
+  std::vector<std::pair<uint32_t, uint32_t>> release_queue_ MCDMA_GUARDED_BY(release_mu_);
 
-  // Ops in flight by tag. GUARDED_BY(ops_mu_).
-  mutable std::mutex ops_mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<OpState>> ops_;
-  uint64_t next_tag_ = 1;
+  // Ops in flight by tag.
+  mutable Mutex ops_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<OpState>> ops_ MCDMA_GUARDED_BY(ops_mu_);
+  uint64_t next_tag_ MCDMA_GUARDED_BY(ops_mu_) = 1;
 
   // Completion ring consumer: the progress thread, or a waiting app thread
-  // that reaps for itself (saving a thread hop). GUARDED_BY(reap_mu_).
-  std::mutex reap_mu_;
-  uint32_t cq_head_ = 0;
+  // that reaps for itself (saving a thread hop).
+  Mutex reap_mu_;
+  uint32_t cq_head_ MCDMA_GUARDED_BY(reap_mu_) = 0;
   // Inbox consumer: only the progress thread.
   uint32_t inbox_head_ = 0;
 
-  std::mutex handlers_mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<Handler>> handlers_;  // GUARDED_BY(handlers_mu_)
-  std::map<std::string, uint64_t, std::less<>> service_ids_;         // GUARDED_BY(handlers_mu_)
+  Mutex handlers_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<Handler>> handlers_ MCDMA_GUARDED_BY(handlers_mu_);
+  std::map<std::string, uint64_t, std::less<>> service_ids_ MCDMA_GUARDED_BY(handlers_mu_);
 
   // Handler threads (options.handler_threads > 0).
-  std::mutex work_mu_;
+  Mutex work_mu_;
   std::condition_variable work_cv_;
-  std::deque<shm::EventDesc> work_;  // GUARDED_BY(work_mu_)
+  std::deque<shm::EventDesc> work_ MCDMA_GUARDED_BY(work_mu_);
   // work_.size(), readable without the lock: an idle handler thread spins
   // on it for spin_budget before it sleeps on work_cv_.
   std::atomic<uint32_t> work_queued_{0};
@@ -196,8 +204,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};
-  Code closed_code_ = Code::kUnavailable;  // GUARDED_BY(ops_mu_)
-  std::string closed_message_;             // GUARDED_BY(ops_mu_)
+  Code closed_code_ MCDMA_GUARDED_BY(ops_mu_) = Code::kUnavailable;
+  std::string closed_message_ MCDMA_GUARDED_BY(ops_mu_);
   std::thread progress_;
   std::thread stream_thread_;
   std::once_flag shutdown_once_;

@@ -14,10 +14,10 @@ Status ClientCore::Submit(std::span<Submission> subs, std::chrono::milliseconds 
   if (timeout.count() <= 0) timeout = options_.default_timeout;
   const auto deadline = Clock::now() + timeout;
   const bool reaper = t_in_handler && options_.handler_threads == 0;
-  std::unique_lock lock(sq_mu_);
+  MutexLock lock(sq_mu_);
   FlushReleases();
   bool unpublished = false;
-  auto publish = [&] {
+  auto publish = [&]() MCDMA_REQUIRES(sq_mu_) {
     if (!unpublished) return;
     header_->sq_tail.value.store(sq_tail_, std::memory_order_release);
     wait::Ring(header_->daemon_bell, /*shared=*/true);
@@ -32,17 +32,19 @@ Status ClientCore::Submit(std::span<Submission> subs, std::chrono::milliseconds 
     if (in_callback) return Status(Code::kBusy, what + " (a completion callback cannot wait)");
     return Status(Code::kTimeout, what + " until the deadline");
   };
-  auto wait_for_space = [&]() -> bool {
+  // Runs under `lock`, which it drops and retakes around reaping: the
+  // analysis cannot follow Submit's scoped lock into a lambda.
+  auto wait_for_space = [&]() MCDMA_NO_THREAD_SAFETY_ANALYSIS -> bool {
     publish();
     if (closed_.load() || Clock::now() >= deadline || in_callback) return false;
     if (reaper) {
       // Handlers on the progress thread free space by reaping themselves.
-      lock.unlock();
+      lock.Unlock();
       TryReapCompletions();
       std::this_thread::yield();
-      lock.lock();
+      lock.Lock();
     } else {
-      space_cv_.wait_for(lock, std::chrono::microseconds(200));
+      space_cv_.wait_for(lock.native(), std::chrono::microseconds(200));
     }
     return true;
   };
@@ -87,7 +89,7 @@ Status ClientCore::Submit(std::span<Submission> subs, std::chrono::milliseconds 
         sub.op->request_off = static_cast<uint32_t>(off);
         sub.op->request_len = len;
       }
-      std::lock_guard ops_lock(ops_mu_);
+      MutexLock ops_lock(ops_mu_);
       d.tag = next_tag_++;
       ops_.emplace(d.tag, sub.op);
     } else {
@@ -104,7 +106,7 @@ Status ClientCore::Submit(std::span<Submission> subs, std::chrono::milliseconds 
 bool ClientCore::FlushReleases() {
   std::vector<std::pair<uint32_t, uint32_t>> todo;
   {
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     if (release_queue_.empty()) return false;
     todo.swap(release_queue_);
   }
@@ -120,7 +122,7 @@ bool ClientCore::FlushReleases() {
     ++sq_tail_;
   }
   if (i < todo.size()) {
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     release_queue_.insert(release_queue_.begin(), todo.begin() + static_cast<ptrdiff_t>(i),
                           todo.end());
   }
@@ -133,11 +135,12 @@ bool ClientCore::FlushReleases() {
 
 void ClientCore::ReleaseDelivered(uint32_t off, uint32_t len) {
   {
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     release_queue_.emplace_back(off, len);
   }
-  std::unique_lock lock(sq_mu_, std::try_to_lock);
-  if (lock.owns_lock() && !closed_.load()) FlushReleases();
+  if (!sq_mu_.try_lock()) return;
+  MutexLock lock(sq_mu_, std::adopt_lock);
+  if (!closed_.load()) FlushReleases();
 }
 
 bool ClientCore::ReapInbox() {
@@ -146,7 +149,7 @@ bool ClientCore::ReapInbox() {
   if (n == 0) return false;
   if (n > geo_.inbox_entries) {
     {
-      std::lock_guard lock(ops_mu_);
+      MutexLock lock(ops_mu_);
       closed_message_ = "the mailbox's inbox ring is corrupted";
     }
     closed_.store(true);
@@ -156,7 +159,7 @@ bool ClientCore::ReapInbox() {
     shm::EventDesc ev;
     std::memcpy(&ev, &inbox_[(inbox_head_ + i) & (geo_.inbox_entries - 1)], sizeof(ev));
     if (options_.handler_threads > 0) {
-      std::lock_guard lock(work_mu_);
+      MutexLock lock(work_mu_);
       work_.push_back(ev);
       work_queued_.fetch_add(1, std::memory_order_release);
       work_cv_.notify_one();
@@ -179,8 +182,9 @@ void ClientCore::HandlerWorker() {
     }
     shm::EventDesc ev;
     {
-      std::unique_lock lock(work_mu_);
-      work_cv_.wait(lock, [&] { return stop_.load() || !work_.empty(); });
+      MutexLock lock(work_mu_);
+      work_cv_.wait(lock.native(),
+                    [&]() MCDMA_REQUIRES(work_mu_) { return stop_.load() || !work_.empty(); });
       if (work_.empty()) return;
       ev = work_.front();
       work_.pop_front();
@@ -201,7 +205,7 @@ void ClientCore::RunHandler(const shm::EventDesc& ev) {
   if (!payload_ok) return;
   std::shared_ptr<Handler> handler;
   {
-    std::lock_guard lock(handlers_mu_);
+    MutexLock lock(handlers_mu_);
     auto it = handlers_.find(ev.service_id);
     if (it != handlers_.end()) handler = it->second;
   }
@@ -241,7 +245,7 @@ Result<uint64_t> ClientCore::AddHandler(std::string_view service, Handler handle
   MCDMA_RETURN_IF_ERROR(CheckOpen());
   // Held across the RPC so a call that arrives right after the daemon
   // registers the service finds its handler.
-  std::lock_guard lock(handlers_mu_);
+  MutexLock lock(handlers_mu_);
   v1::ServeRequest req;
   *req.mutable_session() = Ref();
   req.set_service(std::string(service));
@@ -260,14 +264,14 @@ Status ClientCore::RemoveHandler(uint64_t service_id) {
   v1::UnserveReply rep;
   grpc::ClientContext ctx;
   Status st = FromGrpc(stub_->Unserve(NewContext(ctx), req, &rep));
-  std::lock_guard lock(handlers_mu_);
+  MutexLock lock(handlers_mu_);
   handlers_.erase(service_id);
   return st;
 }
 
 Result<uint64_t> ClientCore::ServiceId(std::string_view name, bool refresh) {
   {
-    std::lock_guard lock(handlers_mu_);
+    MutexLock lock(handlers_mu_);
     auto it = service_ids_.find(name);
     if (it != service_ids_.end() && !refresh) return it->second;
   }
@@ -296,13 +300,13 @@ Result<uint64_t> ClientCore::ServiceId(std::string_view name, bool refresh) {
     st = FromGrpc(stub_->LookupService(NewContext(ctx2), req, &rep));
   }
   if (!st.ok()) return st;
-  std::lock_guard lock(handlers_mu_);
+  MutexLock lock(handlers_mu_);
   service_ids_[key] = rep.service_id();
   return rep.service_id();
 }
 
 void ClientCore::ForgetServiceId(uint64_t id) {
-  std::lock_guard lock(handlers_mu_);
+  MutexLock lock(handlers_mu_);
   std::erase_if(service_ids_, [id](const auto& entry) { return entry.second == id; });
 }
 

@@ -179,7 +179,7 @@ void Listener::Run() {
     if (stop_.load(std::memory_order_acquire)) break;
     if (n > 0 && (fds[1].revents & POLLIN) != 0) wake.Drain();
     if (NowMs() - last_sweep >= kSweepMs) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       SweepLocked();
       last_sweep = NowMs();
     }
@@ -198,7 +198,7 @@ void Listener::AcceptPending() {
         continue;
       }
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         ++stats_.accept_errors;
       }
       log_->warn("{} listener: accept: {}; retrying in {} ms", name_, std::strerror(err),
@@ -212,7 +212,7 @@ void Listener::AcceptPending() {
     if (fstat(c.get(), &st) != 0) continue;
     const char* refusal = nullptr;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (open_.size() >= limits_.max_connections ||
           per_source_[source->key] >= limits_.max_per_source) {
         SweepLocked();  // closed connections make room
@@ -243,7 +243,7 @@ void Listener::AcceptPending() {
 
 void Listener::ShedOne() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.shed_out_of_files;
   }
   LogRefusal("out of file descriptors (EMFILE)", "");
@@ -297,7 +297,7 @@ void Listener::SweepLocked() {
 }
 
 std::optional<ConnectionSource> Listener::Find(int fd) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = open_.find(fd);
   if (it == open_.end() || !StillOpenLocked(fd, it->second)) return std::nullopt;
   return it->second.source;
@@ -318,7 +318,7 @@ std::optional<ConnectionSource> Listener::FindPeer(const std::string& grpc_peer)
 }
 
 ListenerStats Listener::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ListenerStats s = stats_;
   s.open = static_cast<uint32_t>(open_.size());
   for (const auto& [key, n] : per_source_) {
@@ -334,7 +334,7 @@ void Listener::LogRefusal(const char* what, const std::string& source) {
   int64_t now = NowMs();
   uint64_t skipped = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (now - last_refusal_log_ms_ < kRefusalLogEveryMs) {
       ++refusals_unlogged_;
       return;

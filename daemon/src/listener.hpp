@@ -19,8 +19,9 @@
 // sweep (each second, and before refusing for a cap) that the descriptor is
 // closed or names another file, and forgets it.
 //
-// Threading: one accept thread per listener. stats() and Find() from any
-// thread (a mutex).
+// Threading: one accept thread per listener; it alone touches the listening
+// socket, the reserve descriptor and the handoff. stats() and Find() from
+// any thread: the connection table and the counters are under mu_.
 #pragma once
 
 #include <spdlog/logger.h>
@@ -30,12 +31,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "mcdma/status.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 #include "platform/fd.hpp"
 #include "platform/socket.hpp"
 #include "platform/wakeup.hpp"
@@ -91,10 +92,10 @@ class Listener {
   int listen_fd() const { return listen_.get(); }
   // The source of an open connection by its descriptor, if it is one this
   // listener handed over and still the same socket.
-  std::optional<ConnectionSource> Find(int fd) const;
+  std::optional<ConnectionSource> Find(int fd) const MCDMA_EXCLUDES(mu_);
   // Find for a gRPC peer string "fd:N" (control socket connections).
   std::optional<ConnectionSource> FindPeer(const std::string& grpc_peer) const;
-  ListenerStats stats() const;
+  ListenerStats stats() const MCDMA_EXCLUDES(mu_);
   const ListenerLimits& limits() const { return limits_; }
 
  private:
@@ -105,16 +106,16 @@ class Listener {
   };
 
   Listener(std::string name, platform::Fd listen, bool unix_socket, ListenerLimits limits);
-  void Run();
-  void AcceptPending();
+  void Run() MCDMA_EXCLUDES(mu_);
+  void AcceptPending() MCDMA_EXCLUDES(mu_);
   // Sheds one pending connection through the reserve descriptor.
-  void ShedOne();
+  void ShedOne() MCDMA_EXCLUDES(mu_);
   std::optional<ConnectionSource> Identify(int fd) const;
-  // Forgets connections whose descriptor was closed (mu_ held).
-  void SweepLocked();
-  void ForgetLocked(std::map<int, Open>::iterator it);
-  bool StillOpenLocked(int fd, const Open& o) const;
-  void LogRefusal(const char* what, const std::string& source);
+  // Forgets connections whose descriptor was closed.
+  void SweepLocked() MCDMA_REQUIRES(mu_);
+  void ForgetLocked(std::map<int, Open>::iterator it) MCDMA_REQUIRES(mu_);
+  bool StillOpenLocked(int fd, const Open& o) const MCDMA_REQUIRES(mu_);
+  void LogRefusal(const char* what, const std::string& source) MCDMA_EXCLUDES(mu_);
 
   std::string name_;
   platform::Fd listen_;
@@ -128,12 +129,13 @@ class Listener {
   std::atomic<bool> stop_{false};
   std::shared_ptr<spdlog::logger> log_;
 
-  mutable std::mutex mu_;
-  std::map<int, Open> open_;                    // by descriptor
-  std::map<std::string, uint32_t> per_source_;  // open connections by source key
-  ListenerStats stats_;
-  int64_t last_refusal_log_ms_ = 0;
-  uint64_t refusals_unlogged_ = 0;
+  mutable Mutex mu_;
+  std::map<int, Open> open_ MCDMA_GUARDED_BY(mu_);  // by descriptor
+  // Open connections by source key.
+  std::map<std::string, uint32_t> per_source_ MCDMA_GUARDED_BY(mu_);
+  ListenerStats stats_ MCDMA_GUARDED_BY(mu_);
+  int64_t last_refusal_log_ms_ MCDMA_GUARDED_BY(mu_) = 0;
+  uint64_t refusals_unlogged_ MCDMA_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace mcdma::daemon

@@ -12,7 +12,7 @@ Watchdog::Watchdog(std::function<uint64_t()> rounds) : rounds_(std::move(rounds)
 
 Watchdog::~Watchdog() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   wake_.notify_all();
@@ -21,8 +21,9 @@ Watchdog::~Watchdog() {
 
 void Watchdog::Loop(std::chrono::microseconds interval) {
   uint64_t last = rounds_();
-  std::unique_lock lock(mu_);
-  while (!wake_.wait_for(lock, interval / 2, [this] { return stop_; })) {
+  MutexLock lock(mu_);
+  while (!wake_.wait_for(lock.native(), interval / 2,
+                         [this]() MCDMA_REQUIRES(mu_) { return stop_; })) {
     uint64_t now = rounds_();
     // Only a live engine loop earns a ping; a stuck one gets restarted.
     if (now != last) platform::NotifyServiceManager("WATCHDOG=1");

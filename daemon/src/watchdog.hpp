@@ -8,8 +8,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "mcdma_internal/thread_annotations.hpp"
 
 namespace mcdma::daemon {
 
@@ -24,12 +25,12 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
 
  private:
-  void Loop(std::chrono::microseconds interval);
+  void Loop(std::chrono::microseconds interval) MCDMA_EXCLUDES(mu_);
 
   std::function<uint64_t()> rounds_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable wake_;
-  bool stop_ = false;  // guarded by mu_
+  bool stop_ MCDMA_GUARDED_BY(mu_) = false;  // set once, by the destructor
   std::thread thread_;
 };
 

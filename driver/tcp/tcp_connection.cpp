@@ -2,11 +2,11 @@
 // CheckedConnection's), the hand-off to the I/O thread, and Poll.
 #include "driver/tcp/tcp_connection.hpp"
 
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include "driver/post_checks.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 
 namespace mcdma::driver::tcp {
 
@@ -26,7 +26,7 @@ Result<uint64_t> TcpConnection::CheckLocal(const char* op, const LocalSlice& sli
 void TcpConnection::Enqueue(const PostedRequest& request) { core_->io.Post(shared_, request); }
 
 size_t TcpConnection::Poll(std::span<WorkCompletion> out) {
-  std::lock_guard lock(shared_->mu);
+  MutexLock lock(shared_->mu);
   return Reap(shared_->completions, out);
 }
 

@@ -48,7 +48,7 @@ Status IoThread::Start(Fd listener) {
 
 void IoThread::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   if (wake_.valid()) wake_.Signal();
@@ -57,7 +57,7 @@ void IoThread::Stop() {
 
 void IoThread::SetNotifier(std::function<void()> notify) {
   auto shared = notify ? std::make_shared<const std::function<void()>>(std::move(notify)) : nullptr;
-  std::lock_guard lock(notify_mu_);
+  MutexLock lock(notify_mu_);
   notify_ = std::move(shared);
 }
 
@@ -77,7 +77,7 @@ void IoThread::Submit(Command command) {
   bool queued = false;
   bool wake = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!stopped_) {
       commands_.push_back(std::move(command));
       queued = true;
@@ -128,7 +128,7 @@ void IoThread::HandleCommands() {
   wake_.Drain();
   std::deque<Command> batch;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     batch.swap(commands_);
     wake_pending_ = false;
   }
@@ -184,7 +184,7 @@ void IoThread::Run() {
     for (auto& [conn, slot] : wires_) UpdateInterest(slot);
     NotifyIfNeeded();
     ReapDead();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) break;
   }
   Shutdown();
@@ -216,7 +216,7 @@ void IoThread::NotifyIfNeeded() {
   ctx_->notify = false;
   std::shared_ptr<const std::function<void()>> notify;
   {
-    std::lock_guard lock(notify_mu_);
+    MutexLock lock(notify_mu_);
     notify = notify_;
   }
   if (notify) (*notify)();
@@ -290,7 +290,7 @@ void IoThread::Shutdown() {
   // shutdown are answered now. wires_ is empty and stays so.
   std::deque<Command> left;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = true;
     left.swap(commands_);
   }

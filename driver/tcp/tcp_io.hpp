@@ -24,7 +24,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -32,6 +31,7 @@
 #include "driver/tcp/tcp_shared.hpp"
 #include "driver/tcp/tcp_socket.hpp"
 #include "mcdma/status.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 #include "platform/poller.hpp"
 #include "platform/wakeup.hpp"
 
@@ -51,9 +51,9 @@ class IoThread {
   Status Start(Fd listener);
   // Stops and joins the thread: every connection goes down (its requests
   // complete kLinkDown); later commands are answered inline the same way.
-  void Stop();
+  void Stop() MCDMA_EXCLUDES(mu_);
 
-  void SetNotifier(std::function<void()> notify);
+  void SetNotifier(std::function<void()> notify) MCDMA_EXCLUDES(notify_mu_);
 
   // A checked request for the connection behind `conn`.
   void Post(const std::shared_ptr<ConnShared>& conn, const Request& request);
@@ -90,9 +90,9 @@ class IoThread {
     Handle handle{.kind = Handle::Kind::kWire};
   };
 
-  void Submit(Command command);
-  void Run();
-  void HandleCommands();
+  void Submit(Command command) MCDMA_EXCLUDES(mu_);
+  void Run() MCDMA_EXCLUDES(mu_);
+  void HandleCommands() MCDMA_EXCLUDES(mu_);
   // `stopped`: the thread is gone; answer without it.
   void ApplyCommand(Command& command, bool stopped);
   void AcceptAll();
@@ -102,8 +102,8 @@ class IoThread {
   void ExpireAccepting();
   void UpdateInterest(WireSlot& slot);
   void ReapDead();
-  void NotifyIfNeeded();
-  void Shutdown();
+  void NotifyIfNeeded() MCDMA_EXCLUDES(notify_mu_);
+  void Shutdown() MCDMA_EXCLUDES(mu_);
 
   Registry& registry_;
   Rendezvous& rendezvous_;
@@ -114,14 +114,14 @@ class IoThread {
   Handle listener_handle_{.kind = Handle::Kind::kListener};
   Handle wake_handle_{.kind = Handle::Kind::kWake};
 
-  std::mutex mu_;
-  std::deque<Command> commands_;  // guarded by mu_
-  bool wake_pending_ = false;     // guarded by mu_
-  bool stop_ = false;             // guarded by mu_
-  bool stopped_ = false;          // guarded by mu_: commands are answered inline
+  Mutex mu_;
+  std::deque<Command> commands_ MCDMA_GUARDED_BY(mu_);
+  bool wake_pending_ MCDMA_GUARDED_BY(mu_) = false;
+  bool stop_ MCDMA_GUARDED_BY(mu_) = false;
+  bool stopped_ MCDMA_GUARDED_BY(mu_) = false;  // commands are answered inline
 
-  std::mutex notify_mu_;
-  std::shared_ptr<const std::function<void()>> notify_;  // guarded by notify_mu_
+  Mutex notify_mu_;
+  std::shared_ptr<const std::function<void()>> notify_ MCDMA_GUARDED_BY(notify_mu_);
 
   // I/O thread only.
   std::unique_ptr<WireContext> ctx_;

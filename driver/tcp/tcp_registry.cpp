@@ -30,7 +30,7 @@ uint32_t Registry::NewKey() {
 }
 
 Status Registry::Add(RegionEntry& entry) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   MCDMA_RETURN_IF_ERROR(CheckRegistrationRoom(owners_.size(), max_registrations_));
   // Each key is drawn after the previous one is in the maps, so the two
   // differ from each other as well as from every other live key.
@@ -45,20 +45,20 @@ Status Registry::Add(RegionEntry& entry) {
 }
 
 void Registry::Remove(RegionEntry& entry) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   owners_.erase(entry.owner);
   by_id_.erase(entry.id);
   by_rkey_.erase(entry.rkey);
   by_lkey_.erase(entry.lkey);
   // Unreachable from now on; wait out the socket call or copy in progress.
-  unpinned_.wait(lock, [&] { return entry.pins == 0; });
+  unpinned_.wait(lock.native(), [&] { return entry.pins == 0; });
 }
 
 Result<uint64_t> Registry::CheckLocal(const char* op, const LocalSlice& slice) {
   std::optional<uint64_t> length;
   uint64_t id = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // Membership first: a foreign or destroyed region must not be dereferenced.
     auto it = owners_.find(slice.region);
     if (it != owners_.end()) {
@@ -72,7 +72,7 @@ Result<uint64_t> Registry::CheckLocal(const char* op, const LocalSlice& slice) {
 
 RemoteTarget Registry::ResolveRemote(uint32_t rkey, uint32_t need, uint64_t addr, uint64_t length) {
   // Details never carry the key or address: completions get logged.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_rkey_.find(rkey);
   if (it == by_rkey_.end()) {
     return {Code::kPermissionDenied, 0, "rkey names no live registration"};
@@ -90,7 +90,7 @@ RemoteTarget Registry::ResolveRemote(uint32_t rkey, uint32_t need, uint64_t addr
 }
 
 Pin Registry::PinId(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return {};
   ++it->second->pins;
@@ -98,7 +98,7 @@ Pin Registry::PinId(uint64_t id) {
 }
 
 void Registry::Unpin(RegionEntry* entry) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (--entry->pins == 0) unpinned_.notify_all();
 }
 

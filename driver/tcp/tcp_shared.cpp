@@ -6,14 +6,14 @@
 namespace mcdma::driver::tcp {
 
 void Rendezvous::Open(const Token& token) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!shut_) slots_.try_emplace(token);
 }
 
 void Rendezvous::Close(const Token& token) {
   Fd parked;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = slots_.find(token);
     if (it == slots_.end()) return;
     parked = std::move(it->second.fd);
@@ -24,7 +24,7 @@ void Rendezvous::Close(const Token& token) {
 
 bool Rendezvous::Offer(const Token& target, const Token& sender, Fd& fd) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = slots_.find(target);
     if (shut_ || it == slots_.end() || it->second.fd.valid()) return false;
     it->second.fd = std::move(fd);
@@ -35,7 +35,7 @@ bool Rendezvous::Offer(const Token& target, const Token& sender, Fd& fd) {
 }
 
 Result<Rendezvous::Arrival> Rendezvous::Await(const Token& token, Deadline deadline) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     if (shut_) return Status(Code::kLinkDown, "Connect: the tcp device is shutting down");
     auto it = slots_.find(token);
@@ -44,7 +44,7 @@ Result<Rendezvous::Arrival> Rendezvous::Await(const Token& token, Deadline deadl
       Arrival arrival{.fd = std::move(it->second.fd), .sender = it->second.sender};
       return arrival;
     }
-    if (arrived_.wait_until(lock, deadline) == std::cv_status::timeout &&
+    if (arrived_.wait_until(lock.native(), deadline) == std::cv_status::timeout &&
         std::chrono::steady_clock::now() >= deadline) {
       return Status(Code::kTimeout, "Connect: the peer did not dial in before the timeout");
     }
@@ -54,7 +54,7 @@ Result<Rendezvous::Arrival> Rendezvous::Await(const Token& token, Deadline deadl
 void Rendezvous::Shutdown() {
   std::map<Token, Slot> closing;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     shut_ = true;
     closing.swap(slots_);
   }

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "driver/post_checks.hpp"
@@ -16,6 +15,7 @@
 #include "driver/tcp/tcp_socket.hpp"
 #include "driver/transport.hpp"
 #include "mcdma/status.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 
 namespace mcdma::driver::tcp {
 
@@ -28,21 +28,21 @@ using Request = PostedRequest;
 struct ConnShared {
   // Set once, by the I/O thread, after every request it knew of completed.
   std::atomic<bool> down{false};
-  std::mutex mu;
-  std::deque<WorkCompletion> completions;  // guarded by mu
-  std::string down_detail;                 // guarded by mu
+  Mutex mu;
+  std::deque<WorkCompletion> completions MCDMA_GUARDED_BY(mu);
+  std::string down_detail MCDMA_GUARDED_BY(mu);
 
-  void Push(WorkCompletion wc) {
-    std::lock_guard lock(mu);
+  void Push(WorkCompletion wc) MCDMA_EXCLUDES(mu) {
+    MutexLock lock(mu);
     completions.push_back(std::move(wc));
   }
-  void MarkDown(const std::string& detail) {
-    std::lock_guard lock(mu);
+  void MarkDown(const std::string& detail) MCDMA_EXCLUDES(mu) {
+    MutexLock lock(mu);
     if (!down.load(std::memory_order_relaxed)) down_detail = detail;
     down.store(true, std::memory_order_release);
   }
-  std::string DownDetail() {
-    std::lock_guard lock(mu);
+  std::string DownDetail() MCDMA_EXCLUDES(mu) {
+    MutexLock lock(mu);
     return down_detail;
   }
 };
@@ -58,29 +58,29 @@ class Rendezvous {
   };
 
   // CreateEndpoint: the token may now be dialled.
-  void Open(const Token& token);
+  void Open(const Token& token) MCDMA_EXCLUDES(mu_);
   // The endpoint was consumed or destroyed: later dials naming it are
   // refused, and a socket parked on it is closed.
-  void Close(const Token& token);
+  void Close(const Token& token) MCDMA_EXCLUDES(mu_);
   // I/O thread: parks `fd` on the open endpoint `target`. False (fd left
   // with the caller) when no endpoint is open under that token or a socket
   // is already parked there.
-  bool Offer(const Token& target, const Token& sender, Fd& fd);
+  bool Offer(const Token& target, const Token& sender, Fd& fd) MCDMA_EXCLUDES(mu_);
   // Connect: waits for a socket parked on `token`; kTimeout at the
   // deadline, kLinkDown once the device is shutting down.
-  Result<Arrival> Await(const Token& token, Deadline deadline);
+  Result<Arrival> Await(const Token& token, Deadline deadline) MCDMA_EXCLUDES(mu_);
   // The device is being destroyed: refuse everything, wake waiters.
-  void Shutdown();
+  void Shutdown() MCDMA_EXCLUDES(mu_);
 
  private:
   struct Slot {
     Fd fd;
     Token sender{};
   };
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable arrived_;
-  std::map<Token, Slot> slots_;  // guarded by mu_
-  bool shut_ = false;            // guarded by mu_
+  std::map<Token, Slot> slots_ MCDMA_GUARDED_BY(mu_);
+  bool shut_ MCDMA_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace mcdma::driver::tcp

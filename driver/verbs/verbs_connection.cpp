@@ -81,7 +81,7 @@ ConnectionImpl::ConnectionImpl(DeviceImpl* device, QpResources res, const Endpoi
 }
 
 ConnectionImpl::~ConnectionImpl() {
-  std::lock_guard lock(device_->event_mutex());
+  MutexLock lock(device_->event_mutex());
   res_ = QpResources{};
 }
 

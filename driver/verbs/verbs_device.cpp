@@ -64,7 +64,7 @@ class EndpointImpl final : public Endpoint {
  public:
   EndpointImpl(DeviceImpl* device, QpResources res) : device_(device), res_(std::move(res)) {}
   ~EndpointImpl() override {
-    std::lock_guard lock(device_->event_mutex());
+    MutexLock lock(device_->event_mutex());
     res_ = QpResources{};
   }
   std::string LocalInfo() const override { return EncodeEndpoint(res_.local); }
@@ -101,19 +101,19 @@ VerbsRegion::~VerbsRegion() {
 }
 
 void DeviceImpl::AddRegion(VerbsRegion* r) {
-  std::lock_guard lock(regions_mu_);
+  MutexLock lock(regions_mu_);
   regions_[r->rkey()] = r;
 }
 
 void DeviceImpl::RemoveRegion(VerbsRegion* r) {
-  std::lock_guard lock(regions_mu_);
+  MutexLock lock(regions_mu_);
   auto it = regions_.find(r->rkey());
   if (it != regions_.end() && it->second == r) regions_.erase(it);
 }
 
 Code DeviceImpl::CheckRemote(uint32_t rkey, uint64_t addr, uint64_t length, uint32_t access,
                              const VerbsRegion** region) {
-  std::lock_guard lock(regions_mu_);
+  MutexLock lock(regions_mu_);
   auto it = regions_.find(rkey);
   if (it == regions_.end() || (it->second->access() & access) != access) {
     return Code::kPermissionDenied;
@@ -205,7 +205,7 @@ DeviceImpl::~DeviceImpl() {
 }
 
 void DeviceImpl::SetNotifier(std::function<void()> notify) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   notify_ = std::move(notify);
 }
 
@@ -304,7 +304,7 @@ Result<std::unique_ptr<Endpoint>> DeviceImpl::CreateEndpoint() {
 }
 
 std::string DeviceImpl::AsyncFailure(uint32_t qpn) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!port_failure_.empty()) return port_failure_;
   auto it = qp_failures_.find(qpn);
   return it == qp_failures_.end() ? "" : it->second;
@@ -313,7 +313,7 @@ std::string DeviceImpl::AsyncFailure(uint32_t qpn) {
 void DeviceImpl::TakeCompletionEvents() {
   std::function<void()> notify;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ibv_cq* cq = nullptr;
     void* cq_context = nullptr;
     while (ibv_get_cq_event(channel_.get(), &cq, &cq_context) == 0) {
@@ -328,7 +328,7 @@ void DeviceImpl::TakeCompletionEvents() {
 void DeviceImpl::TakeAsyncEvents() {
   std::function<void()> notify;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ibv_async_event ev{};
     while (ibv_get_async_event(ctx_.get(), &ev) == 0) {
       std::string meaning = std::string("async event ") + ibv_event_type_str(ev.event_type) + ": " +

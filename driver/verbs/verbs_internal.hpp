@@ -7,12 +7,12 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "driver/verbs/verbs_objects.hpp"
 #include "driver/verbs/verbs_transport.hpp"
 #include "driver/verbs/verbs_wire.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 #include "platform/wakeup.hpp"
 
 namespace mcdma::driver::verbs {
@@ -70,7 +70,7 @@ class DeviceImpl final : public VerbsDevice {
   Result<std::unique_ptr<MemoryRegion>> Register(std::byte* addr, uint64_t length,
                                                  uint32_t access) override;
   Result<std::unique_ptr<Endpoint>> CreateEndpoint() override;
-  void SetNotifier(std::function<void()> notify) override;
+  void SetNotifier(std::function<void()> notify) override MCDMA_EXCLUDES(mu_);
 
   // For the transport's own memory (rings, headers): counted like any other.
   Result<std::unique_ptr<VerbsRegion>> RegisterOwn(std::byte* addr, uint64_t length,
@@ -81,26 +81,26 @@ class DeviceImpl final : public VerbsDevice {
   const Context& context() const { return ctx_; }
   const CompletionChannel& channel() const { return channel_; }
   // Held while CQ events are taken and while a CQ or QP is destroyed.
-  std::mutex& event_mutex() { return mu_; }
+  Mutex& event_mutex() MCDMA_RETURN_CAPABILITY(mu_) { return mu_; }
   // Why QP `qpn` (or the port) failed asynchronously; "" if it did not.
   // `epoch` changes whenever a new async event arrived.
-  std::string AsyncFailure(uint32_t qpn);
+  std::string AsyncFailure(uint32_t qpn) MCDMA_EXCLUDES(mu_);
   uint64_t async_epoch() const { return async_epoch_.load(std::memory_order_acquire); }
   void NoteSendQueue(uint32_t used, uint32_t reads, uint64_t read_bytes, uint64_t send_bytes);
   // Regions by rkey, for one-sided operations streamed by a peer whose
   // profile has no RDMA READ/WRITE: the checks a NIC would make.
-  void AddRegion(VerbsRegion* r);
-  void RemoveRegion(VerbsRegion* r);
+  void AddRegion(VerbsRegion* r) MCDMA_EXCLUDES(regions_mu_);
+  void RemoveRegion(VerbsRegion* r) MCDMA_EXCLUDES(regions_mu_);
   // kOk, or kPermissionDenied (unknown rkey, or `access` not granted) or
   // kOutOfRange (outside the region); `at` is where the range starts.
   Code CheckRemote(uint32_t rkey, uint64_t addr, uint64_t length, uint32_t access,
-                   const VerbsRegion** region);
+                   const VerbsRegion** region) MCDMA_EXCLUDES(regions_mu_);
 
  private:
   DeviceImpl() = default;
   void Wait();
-  void TakeCompletionEvents();
-  void TakeAsyncEvents();
+  void TakeCompletionEvents() MCDMA_EXCLUDES(mu_);
+  void TakeAsyncEvents() MCDMA_EXCLUDES(mu_);
 
   VerbsConfig config_;
   Context ctx_;
@@ -112,13 +112,13 @@ class DeviceImpl final : public VerbsDevice {
   std::atomic<uint32_t> hw_reads_{0};
   std::atomic<uint64_t> hw_read_bytes_{0};
   std::atomic<uint64_t> hw_send_bytes_{0};
-  std::mutex regions_mu_;
-  std::map<uint32_t, VerbsRegion*> regions_;  // by rkey; guarded by regions_mu_
+  Mutex regions_mu_;
+  std::map<uint32_t, VerbsRegion*> regions_ MCDMA_GUARDED_BY(regions_mu_);  // by rkey
 
-  std::mutex mu_;
-  std::function<void()> notify_;                 // guarded by mu_
-  std::map<uint32_t, std::string> qp_failures_;  // guarded by mu_
-  std::string port_failure_;                     // guarded by mu_
+  Mutex mu_;
+  std::function<void()> notify_ MCDMA_GUARDED_BY(mu_);
+  std::map<uint32_t, std::string> qp_failures_ MCDMA_GUARDED_BY(mu_);
+  std::string port_failure_ MCDMA_GUARDED_BY(mu_);
   std::atomic<uint64_t> async_epoch_{0};
   platform::Wakeup wake_;  // tells the waiter thread to stop
   std::thread waiter_;

@@ -40,13 +40,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "mcdma/status.hpp"
 #include "mcdma_auth/fabric_key.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 
 namespace mcdma::peer_auth {
 
@@ -114,15 +114,17 @@ class TicketBook {
                       size_t max_per_peer = 16, size_t max_total = 4096);
 
   // A fresh ticket for `peer_host_id` (kTicketHexChars lowercase hex).
-  Result<std::string> Issue(const std::string& peer_host_id, Clock::time_point now = Clock::now());
+  Result<std::string> Issue(const std::string& peer_host_id, Clock::time_point now = Clock::now())
+      MCDMA_EXCLUDES(mu_);
   // The host id `ticket` was issued to. PERMISSION_DENIED if unknown, revoked
   // or expired (expired ones are dropped); INVALID if not 32 hex characters.
-  Result<std::string> Verify(std::string_view ticket, Clock::time_point now = Clock::now());
+  Result<std::string> Verify(std::string_view ticket, Clock::time_point now = Clock::now())
+      MCDMA_EXCLUDES(mu_);
   // Forgets one ticket / every ticket of a peer (Goodbye, link torn down).
-  void Revoke(std::string_view ticket);
-  void RevokePeer(const std::string& peer_host_id);
+  void Revoke(std::string_view ticket) MCDMA_EXCLUDES(mu_);
+  void RevokePeer(const std::string& peer_host_id) MCDMA_EXCLUDES(mu_);
   // Live (possibly expired but not yet dropped) tickets.
-  size_t size() const;
+  size_t size() const MCDMA_EXCLUDES(mu_);
   std::chrono::milliseconds ttl() const { return ttl_; }
 
  private:
@@ -131,15 +133,15 @@ class TicketBook {
     Clock::time_point expires;
     uint64_t serial;  // issue order, to find a peer's oldest
   };
-  void DropExpiredLocked(Clock::time_point now);
+  void DropExpiredLocked(Clock::time_point now) MCDMA_REQUIRES(mu_);
 
   const std::chrono::milliseconds ttl_;
   const size_t max_per_peer_;
   const size_t max_total_;
-  mutable std::mutex mu_;
-  // Guarded by mu_. Keyed by SHA-256(ticket) (raw 32 bytes).
-  std::unordered_map<std::string, Entry> entries_;
-  uint64_t next_serial_ = 0;  // guarded by mu_
+  mutable Mutex mu_;
+  // Keyed by SHA-256(ticket) (raw 32 bytes).
+  std::unordered_map<std::string, Entry> entries_ MCDMA_GUARDED_BY(mu_);
+  uint64_t next_serial_ MCDMA_GUARDED_BY(mu_) = 0;
 };
 
 // What a successful initiator ends with.

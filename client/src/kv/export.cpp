@@ -12,6 +12,7 @@
 
 #include "kv/wire.hpp"
 #include "mcdma/kv.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 
 namespace mcdma::kv {
 namespace {
@@ -34,8 +35,14 @@ std::string Seconds(std::chrono::milliseconds ms) {
 
 namespace internal {
 
+// Fields above `mu` are set by Export::Create before the hand-off is
+// served (before any other thread can see it) and only read after.
 struct ExportImpl {
-  ExportImpl(Client& c, std::string hid) : client(c), id(std::move(hid)) {}
+  ExportImpl(Client& c, std::string hid, std::vector<Buffer> layers)
+      : client(c),
+        id(std::move(hid)),
+        buffers(std::move(layers)),
+        published(buffers.size(), false) {}
 
   Client& client;
   const std::string id;
@@ -47,20 +54,21 @@ struct ExportImpl {
   std::optional<Clock::time_point> expires;
   std::chrono::milliseconds ttl{0};
 
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable changed;
-  State state = State::kOpen;                                  // GUARDED_BY(mu)
-  std::string reason;                                          // GUARDED_BY(mu)
-  google::protobuf::ListValue events;                          // GUARDED_BY(mu)
-  std::vector<bool> published;                                 // GUARDED_BY(mu)
-  std::vector<std::pair<std::string, std::string>> consumers;  // GUARDED_BY(mu): target, host
-  std::vector<std::string> done;                               // GUARDED_BY(mu)
-  bool end_sent = false;                                       // GUARDED_BY(mu)
-  std::vector<std::string> exports;                            // GUARDED_BY(mu)
-  uint64_t service_id = 0;                                     // GUARDED_BY(mu)
+  State state MCDMA_GUARDED_BY(mu) = State::kOpen;
+  std::string reason MCDMA_GUARDED_BY(mu);
+  google::protobuf::ListValue events MCDMA_GUARDED_BY(mu);
+  std::vector<bool> published MCDMA_GUARDED_BY(mu);
+  // Each registered consumer: (its notification target, its host).
+  std::vector<std::pair<std::string, std::string>> consumers MCDMA_GUARDED_BY(mu);
+  std::vector<std::string> done MCDMA_GUARDED_BY(mu);
+  bool end_sent MCDMA_GUARDED_BY(mu) = false;
+  std::vector<std::string> exports MCDMA_GUARDED_BY(mu);
+  uint64_t service_id MCDMA_GUARDED_BY(mu) = 0;
 
-  // Flips an open hand-off whose TTL passed to expired. Under mu.
-  void ExpireIfDue() {
+  // Flips an open hand-off whose TTL passed to expired.
+  void ExpireIfDue() MCDMA_REQUIRES(mu) {
     if (state == State::kOpen && expires && Clock::now() >= *expires) {
       state = State::kExpired;
       reason = "its TTL of " + Seconds(ttl) + " s passed";
@@ -68,11 +76,12 @@ struct ExportImpl {
     }
   }
 
-  Result<std::string> Serve(const Struct& request);
+  Result<std::string> Serve(const Struct& request) MCDMA_EXCLUDES(mu);
   // Tells every consumer not done of the end (once), and withdraws the
   // exports; with `service`, the service too. Producer threads only.
-  void SendEnd(bool service);
-  void NotifyAll(const std::vector<std::string>& targets, const std::string& payload);
+  void SendEnd(bool service) MCDMA_EXCLUDES(mu);
+  void NotifyAll(const std::vector<std::string>& targets, const std::string& payload)
+      MCDMA_EXCLUDES(mu);
 };
 
 }  // namespace internal
@@ -83,7 +92,7 @@ Result<std::string> ExportImpl::Serve(const Struct& request) {
   auto op = wire::String(wire::Field(request, "op")).value_or("");
   Struct reply;
   auto& f = *reply.mutable_fields();
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   ExpireIfDue();
   if (op == "status") {
     f["state"] = wire::Str(StateName(state));
@@ -132,7 +141,7 @@ void ExportImpl::NotifyAll(const std::vector<std::string>& targets, const std::s
   for (const auto& target : targets) {
     Status st = client.Notify(target, bytes, kNotifyTimeout);
     if (!st.ok()) {  // the consumer is gone: stop telling it
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       std::erase_if(consumers, [&](const auto& c) { return c.first == target; });
     }
   }
@@ -144,7 +153,7 @@ void ExportImpl::SendEnd(bool service) {
   std::vector<std::string> names;
   uint64_t sid = 0;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     ExpireIfDue();
     if (state != State::kOpen && !end_sent) {
       end_sent = true;
@@ -182,11 +191,9 @@ Result<std::unique_ptr<Export>> Export::Create(Client& client, std::string_view 
       wire::ParseObject(manifest_json.empty() ? "{}" : manifest_json, "KVExport manifest");
   if (!producer.ok()) return producer.status();
 
-  auto impl = std::make_shared<ExportImpl>(client, std::string(handoff_id));
-  impl->buffers = std::move(layers);
+  auto impl = std::make_shared<ExportImpl>(client, std::string(handoff_id), std::move(layers));
   impl->checksum = options.checksum;
   impl->host = client.info().host_id;
-  impl->published.assign(impl->buffers.size(), false);
   Struct m = std::move(*producer);
   auto& f = *m.mutable_fields();
   f["format"] = wire::Str(kFormat);
@@ -212,7 +219,7 @@ Result<std::unique_ptr<Export>> Export::Create(Client& client, std::string_view 
     std::string name = wire::ExportName(impl->id, i);
     if (Status st = client.Export(impl->buffers[i], name, eo); !st.ok())
       return st;  // ~Export withdraws
-    std::lock_guard lock(impl->mu);
+    MutexLock lock(impl->mu);
     impl->exports.push_back(std::move(name));
   }
   std::weak_ptr<ExportImpl> weak = impl;
@@ -231,7 +238,7 @@ Result<std::unique_ptr<Export>> Export::Create(Client& client, std::string_view 
     (void)(reply.ok() ? call.Reply(*reply) : call.ReplyError(reply.status()));
   });
   if (!served.ok()) return served.status();
-  std::lock_guard lock(impl->mu);
+  MutexLock lock(impl->mu);
   impl->service_id = *served;
   return out;
 }
@@ -247,7 +254,7 @@ std::string Export::manifest_json() const { return impl_->manifest_json; }
 State Export::state() {
   State s;
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->ExpireIfDue();
     s = impl_->state;
   }
@@ -270,7 +277,7 @@ Status Export::PublishLayer(uint32_t layer) {
   std::string payload = wire::ToJson(wire::LayerEventObject(layer, cs));
   std::optional<Status> ended;
   {
-    std::lock_guard lock(m.mu);
+    MutexLock lock(m.mu);
     m.ExpireIfDue();
     if (m.state != State::kOpen) {
       ended = Status(Code::kInvalid,
@@ -296,7 +303,7 @@ Status Export::PublishAll() {
   for (uint32_t i = 0; i < impl_->buffers.size(); ++i) {
     bool done;
     {
-      std::lock_guard lock(impl_->mu);
+      MutexLock lock(impl_->mu);
       done = impl_->published[i];
     }
     if (done) continue;
@@ -309,9 +316,10 @@ Result<std::vector<std::string>> Export::WaitConsumed(uint32_t count,
                                                       std::chrono::milliseconds timeout) {
   ExportImpl& m = *impl_;
   auto deadline = Clock::now() + timeout;
-  std::unique_lock lock(m.mu);
+  MutexLock lock(m.mu);
   while (m.done.size() < count) {
-    if (!m.changed.wait_until(lock, deadline, [&] { return m.done.size() >= count; })) {
+    if (!m.changed.wait_until(lock.native(), deadline,
+                              [&]() MCDMA_REQUIRES(m.mu) { return m.done.size() >= count; })) {
       return Status(Code::kTimeout, "hand-off " + m.id + ": " + std::to_string(m.done.size()) +
                                         " of " + std::to_string(count) +
                                         " consumers finished within " + Seconds(timeout) + " s");
@@ -322,7 +330,7 @@ Result<std::vector<std::string>> Export::WaitConsumed(uint32_t count,
 
 Status Export::Revoke(std::string_view reason) {
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->ExpireIfDue();
     if (impl_->state == State::kOpen) {
       impl_->state = State::kRevoked;
@@ -336,7 +344,7 @@ Status Export::Revoke(std::string_view reason) {
 
 void Export::Close() {
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->ExpireIfDue();
     if (impl_->state == State::kOpen) {
       impl_->state = State::kClosed;

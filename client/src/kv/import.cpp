@@ -10,6 +10,7 @@
 
 #include "kv/wire.hpp"
 #include "mcdma/kv.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 
 namespace mcdma::kv {
 namespace {
@@ -46,11 +47,11 @@ namespace internal {
 
 // The notifications of one consumer, from the handler thread to the puller.
 struct Inbox {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  std::deque<std::string> events;  // GUARDED_BY(mu)
-  bool overflow = false;           // GUARDED_BY(mu)
-  bool closed = false;             // GUARDED_BY(mu): Close() was called
+  std::deque<std::string> events MCDMA_GUARDED_BY(mu);
+  bool overflow MCDMA_GUARDED_BY(mu) = false;
+  bool closed MCDMA_GUARDED_BY(mu) = false;  // Close() was called
 };
 
 struct ImportImpl {
@@ -74,15 +75,15 @@ struct ImportImpl {
   std::deque<uint32_t> pending;
   std::vector<std::optional<std::optional<uint64_t>>> checksums;  // per layer: known event?
 
-  mutable std::mutex mu;
+  mutable Mutex mu;
   std::condition_variable landed_cv;
-  std::vector<bool> landed;     // GUARDED_BY(mu)
-  size_t landed_count = 0;      // GUARDED_BY(mu)
-  std::optional<Status> error;  // GUARDED_BY(mu)
-  ImportStats stats;            // GUARDED_BY(mu)
-  bool pulled = false;          // GUARDED_BY(mu)
-  bool pulling = false;         // GUARDED_BY(mu)
-  bool closed = false;          // GUARDED_BY(mu)
+  std::vector<bool> landed MCDMA_GUARDED_BY(mu);
+  size_t landed_count MCDMA_GUARDED_BY(mu) = 0;
+  std::optional<Status> error MCDMA_GUARDED_BY(mu);
+  ImportStats stats MCDMA_GUARDED_BY(mu);
+  bool pulled MCDMA_GUARDED_BY(mu) = false;
+  bool pulling MCDMA_GUARDED_BY(mu) = false;
+  bool closed MCDMA_GUARDED_BY(mu) = false;
 
   Status Named(Code code, Reason reason, const std::string& what) const {
     return Status(code, reason, "hand-off " + id + ": " + what);
@@ -105,12 +106,12 @@ struct ImportImpl {
         return Status(e.code(), e.reason(), text);
     }
   }
-  Result<milliseconds> Left() const {
+  Result<milliseconds> Left() const MCDMA_EXCLUDES(mu) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
       size_t got;
       {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         got = landed_count;
       }
       return Status(Code::kTimeout, "hand-off " + id + ": " + std::to_string(got) + " of " +
@@ -166,10 +167,15 @@ struct ImportImpl {
   }
   Result<Struct> OpenCall(milliseconds open_wait);
   Status Prepare(const ImportOptions& options, const wire::Manifest& manifest);
+  // Sizes the per-layer records for `n` layers and queues the layers the
+  // open reply says are published. Import::Open calls it before it hands
+  // the Import out, so no other thread can see the members under mu yet.
+  void TrackLayers(uint32_t n,
+                   const std::vector<wire::LayerEvent>& published) MCDMA_NO_THREAD_SAFETY_ANALYSIS;
   // The next published layer; nullopt when `block` is false and none waits.
-  Result<std::optional<uint32_t>> NextEvent(bool block);
-  Status Run(const std::function<void(uint32_t)>& on_layer);
-  Status Finish(uint32_t layer, const std::function<void(uint32_t)>& on_layer);
+  Result<std::optional<uint32_t>> NextEvent(bool block) MCDMA_EXCLUDES(mu);
+  Status Run(const std::function<void(uint32_t)>& on_layer) MCDMA_EXCLUDES(mu);
+  Status Finish(uint32_t layer, const std::function<void(uint32_t)>& on_layer) MCDMA_EXCLUDES(mu);
   void Release();
 };
 
@@ -236,12 +242,13 @@ Result<std::optional<uint32_t>> ImportImpl::NextEvent(bool block) {
   while (true) {
     std::string data;
     {
-      std::unique_lock lock(inbox->mu);
+      MutexLock lock(inbox->mu);
       if (inbox->events.empty() && block) {
         auto left = Left();
         if (!left.ok()) return left.status();
-        inbox->cv.wait_for(lock, std::min(*left, kProbe),
-                           [&] { return !inbox->events.empty() || inbox->closed; });
+        inbox->cv.wait_for(lock.native(), std::min(*left, kProbe), [&]() MCDMA_REQUIRES(inbox->mu) {
+          return !inbox->events.empty() || inbox->closed;
+        });
       }
       if (inbox->closed) {
         return Status(Code::kCancelled, "hand-off " + id + ": the import was closed");
@@ -278,7 +285,7 @@ Result<std::optional<uint32_t>> ImportImpl::NextEvent(bool block) {
     if (checksums[ev->layer].has_value()) continue;  // a duplicate: already known
     checksums[ev->layer] = ev->checksum;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       stats.layers[ev->layer].published_at = Since(started);
     }
     return std::optional<uint32_t>(ev->layer);
@@ -299,7 +306,7 @@ Status ImportImpl::Finish(uint32_t layer, const std::function<void(uint32_t)>& o
     }
   }
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     stats.layers[layer].verify_s = verify_s;
     stats.layers[layer].landed_at = Since(started);
     landed[layer] = true;
@@ -364,7 +371,7 @@ Status ImportImpl::Run(const std::function<void(uint32_t)>& on_layer) {
       return drain(st);
     }
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       stats.layers[done.layer].pull_s = Since(done.t0);
     }
     // The next reads go out before this layer is checked.
@@ -418,7 +425,7 @@ Result<std::unique_ptr<Import>> Import::Open(Client& client, std::string_view pe
     auto inbox = weak.lock();
     if (!inbox) return;
     {
-      std::lock_guard lock(inbox->mu);
+      MutexLock lock(inbox->mu);
       if (inbox->events.size() >= kMaxQueued) {
         inbox->overflow = true;
       } else {
@@ -458,21 +465,25 @@ Result<std::unique_ptr<Import>> Import::Open(Client& client, std::string_view pe
   if (!published.ok()) return published.status();
   if (Status st = m.Prepare(options, *manifest); !st.ok()) return st;
   m.manifest_json = wire::ToJson(manifest->object);
-  m.checksums.assign(n, std::nullopt);
-  m.landed.assign(n, false);
-  m.stats.layers.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    m.stats.layers[i].index = i;
-    m.stats.layers[i].nbytes = m.sizes[i];
-  }
-  for (const auto& ev : *published) {
-    if (m.checksums[ev.layer].has_value()) continue;
-    m.checksums[ev.layer] = ev.checksum;
-    m.pending.push_back(ev.layer);
-  }
-  m.stats.open_s = Since(m.started);
-  for (uint32_t layer : m.pending) m.stats.layers[layer].published_at = m.stats.open_s;
+  m.TrackLayers(n, *published);
   return out;
+}
+
+void ImportImpl::TrackLayers(uint32_t n, const std::vector<wire::LayerEvent>& published) {
+  checksums.assign(n, std::nullopt);
+  landed.assign(n, false);
+  stats.layers.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    stats.layers[i].index = i;
+    stats.layers[i].nbytes = sizes[i];
+  }
+  for (const auto& ev : published) {
+    if (checksums[ev.layer].has_value()) continue;
+    checksums[ev.layer] = ev.checksum;
+    pending.push_back(ev.layer);
+  }
+  stats.open_s = Since(started);
+  for (uint32_t layer : pending) stats.layers[layer].published_at = stats.open_s;
 }
 
 Import::Import(std::unique_ptr<ImportImpl> impl) : impl_(std::move(impl)) {}
@@ -486,7 +497,7 @@ const std::vector<Buffer>& Import::buffers() const { return impl_->buffers; }
 
 Status Import::Pull(const std::function<void(uint32_t)>& on_layer) {
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (impl_->pulled) return Status(Code::kInvalid, "hand-off " + impl_->id + ": pulled already");
     if (impl_->closed) return Status(Code::kCancelled, "hand-off " + impl_->id + ": closed");
     impl_->pulled = true;
@@ -494,7 +505,7 @@ Status Import::Pull(const std::function<void(uint32_t)>& on_layer) {
   }
   Status st = impl_->Run(on_layer);
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (!st.ok()) impl_->error = st;
     impl_->pulling = false;
   }
@@ -509,10 +520,11 @@ Result<LayerStats> Import::WaitLayer(uint32_t layer, milliseconds timeout) {
                                          std::to_string(m.sizes.size()) + " layers");
   }
   auto until = Clock::now() + timeout;
-  std::unique_lock lock(m.mu);
+  MutexLock lock(m.mu);
   while (!m.landed[layer]) {
     if (m.error) return *m.error;
-    if (m.landed_cv.wait_until(lock, until) == std::cv_status::timeout && !m.landed[layer]) {
+    if (m.landed_cv.wait_until(lock.native(), until) == std::cv_status::timeout &&
+        !m.landed[layer]) {
       if (m.error) return *m.error;
       return Status(Code::kTimeout, "hand-off " + m.id + ": layer " + std::to_string(layer) +
                                         " not landed in " + std::to_string(timeout.count()) +
@@ -523,22 +535,22 @@ Result<LayerStats> Import::WaitLayer(uint32_t layer, milliseconds timeout) {
 }
 
 ImportStats Import::stats() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->stats;
 }
 
 void Import::Close() {
   ImportImpl& m = *impl_;
   {
-    std::lock_guard lock(m.inbox->mu);
+    MutexLock lock(m.inbox->mu);
     m.inbox->closed = true;
   }
   m.inbox->cv.notify_all();
   {
     // A pull in progress ends at its next event wait (at once) or when its
     // read in flight completes; its handles stay valid until then.
-    std::unique_lock lock(m.mu);
-    m.landed_cv.wait(lock, [&] { return !m.pulling; });
+    MutexLock lock(m.mu);
+    m.landed_cv.wait(lock.native(), [&]() MCDMA_REQUIRES(m.mu) { return !m.pulling; });
     if (m.closed) return;
     m.closed = true;
     if (!m.error)

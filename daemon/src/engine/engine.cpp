@@ -63,7 +63,7 @@ Status Engine::Start() {
 
 void Engine::Stop() {
   {
-    std::lock_guard lock(cmd_mu_);
+    MutexLock lock(cmd_mu_);
     if (!accepting_ && !thread_.joinable()) return;
     accepting_ = false;
   }
@@ -75,7 +75,7 @@ void Engine::Stop() {
   // forever on a future (the engine thread is gone, this thread owns it now).
   std::deque<std::function<void()>> left;
   {
-    std::lock_guard lock(cmd_mu_);
+    MutexLock lock(cmd_mu_);
     left.swap(commands_);
   }
   for (auto& fn : left) fn();
@@ -90,7 +90,7 @@ void Engine::Stop() {
 
 bool Engine::Post(std::function<void()> fn) {
   {
-    std::lock_guard lock(cmd_mu_);
+    MutexLock lock(cmd_mu_);
     if (!accepting_) return false;
     commands_.push_back(std::move(fn));
   }
@@ -101,7 +101,7 @@ bool Engine::Post(std::function<void()> fn) {
 bool Engine::RunCommands() {
   std::deque<std::function<void()>> batch;
   {
-    std::lock_guard lock(cmd_mu_);
+    MutexLock lock(cmd_mu_);
     if (commands_.empty()) return false;
     batch.swap(commands_);
   }
@@ -141,7 +141,7 @@ void Engine::Loop() {
 
 bool Engine::HasWork() {
   {
-    std::lock_guard lock(cmd_mu_);
+    MutexLock lock(cmd_mu_);
     if (!commands_.empty()) return true;
   }
   // Local transfers progress only in Poll; a link's transfers progress on

@@ -48,7 +48,6 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <queue>
 #include <span>
@@ -57,18 +56,19 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "config/options.hpp"
 #include "driver/transport.hpp"
 #include "engine/call_table.hpp"
+#include "engine/link.hpp"
 #include "engine/link_table.hpp"
 #include "engine/registry.hpp"
+#include "engine/resources.hpp"
+#include "engine/session.hpp"
 #include "engine/session_table.hpp"
 #include "engine/snapshots.hpp"
 #include "engine/transfer_table.hpp"
 #include "engine/user_table.hpp"
-#include "engine/link.hpp"
-#include "config/options.hpp"
-#include "engine/resources.hpp"
-#include "engine/session.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 
 namespace mcdma::daemon {
 
@@ -140,7 +140,7 @@ class Engine {
   // Connects the loop channel and starts the thread.
   Status Start();
   // Stops the thread; closes every session. Idempotent.
-  void Stop();
+  void Stop() MCDMA_EXCLUDES(cmd_mu_);
 
   // Runs fn on the engine thread and returns its result; nullopt when the
   // engine has stopped. Any thread but the engine's.
@@ -224,11 +224,11 @@ class Engine {
   const Options& options() const { return options_; }
 
  private:
-  bool Post(std::function<void()> fn);
+  bool Post(std::function<void()> fn) MCDMA_EXCLUDES(cmd_mu_);
   void Loop();
-  bool RunCommands();
+  bool RunCommands() MCDMA_EXCLUDES(cmd_mu_);
   void Sleep();
-  bool HasWork();
+  bool HasWork() MCDMA_EXCLUDES(cmd_mu_);
 
   // engine_submit.cpp: one submission ring batch and each opcode.
   bool ProcessSubmissions(Session& s);
@@ -262,6 +262,16 @@ class Engine {
   void HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
                           const std::shared_ptr<BufferRecord>& buf,
                           const std::shared_ptr<PeerExport>& target);
+  // Whether a peer's export takes this transfer now: not expired or
+  // revoked, the access granted, the range inside it. Completes `d` if not.
+  bool PeerExportAllows(Session& s, const shm::SubmitDesc& d, PeerExport& target);
+  // The link a transfer to `target` goes over: up, to the peer instance it
+  // was resolved from, on the transport it was resolved for. Null (and `d`
+  // completed) if there is none.
+  EngineLink* LinkForPeerExport(Session& s, const shm::SubmitDesc& d, const PeerExport& target);
+  // Registers `buf` with the link's device at its first use there (verbs).
+  // False (and `d` completed) when the buffer cannot go over the link.
+  bool ReadyForLink(Session& s, const shm::SubmitDesc& d, BufferRecord& buf, EngineLink& l);
   bool ProgressTransfers();
   bool PostTransferPieces(TransferOp& op);
   void OnTransferCompletion(const driver::WorkCompletion& wc, bool over_link);
@@ -334,10 +344,10 @@ class Engine {
   std::atomic<uint64_t> rounds_{0};
   bool draining_ = false;
 
-  // Commands from other threads. GUARDED_BY(cmd_mu_).
-  std::mutex cmd_mu_;
-  std::deque<std::function<void()>> commands_;
-  bool accepting_ = true;
+  // Commands from other threads (Run), queued under cmd_mu_.
+  Mutex cmd_mu_;
+  std::deque<std::function<void()>> commands_ MCDMA_GUARDED_BY(cmd_mu_);
+  bool accepting_ MCDMA_GUARDED_BY(cmd_mu_) = true;
   shm::Bell cmd_bell_{};  // private futex: wakes the engine for commands
 
   // Everything below: engine thread only.

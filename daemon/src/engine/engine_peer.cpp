@@ -1,6 +1,11 @@
-// Calls and exports across links: an app's call to a peer's service and the
-// peer's reply; a peer's call to one of this host's services; resolution of
-// exports for peers and of peers' exports for apps. Engine thread only.
+// The peer plane's records on the engine, both ways. For apps here: what a
+// peer answered them (AddPeerService: a peer's service under one local id;
+// AddPeerHandle: a peer's export as a session's handle). For peers: what
+// this host answers them (LookupForPeer: a service's id; ResolveForPeer: an
+// export, registered with the link's device at first use and described
+// piece by piece). RegisterPieces, the registration in pieces a device
+// allows, is shared with Alloc and transfers. Calls across links are in
+// engine_calls.cpp, their messages in engine_link.cpp. Engine thread only.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -9,7 +14,6 @@
 #include "mcdma_internal/shm_segment.hpp"
 
 namespace mcdma::daemon {
-namespace {}  // namespace
 
 Result<Registration> RegisterPieces(driver::Device& device, std::byte* addr, uint64_t length,
                                     uint32_t access) {
@@ -29,7 +33,7 @@ Result<Registration> RegisterPieces(driver::Device& device, std::byte* addr, uin
   return reg;
 }
 
-// ---- Caller side ---------------------------------------------------------
+// ---- For apps here: what peers answered ------------------------------------
 
 Result<uint64_t> Engine::AddPeerService(uint64_t session, PeerService service) {
   if (FindSession(session) == nullptr) return Status(Code::kNotFound, "no session");
@@ -64,6 +68,8 @@ Result<ResolveInfo> Engine::AddPeerHandle(uint64_t session, PeerExport peer_expo
   s->handles.emplace(handle, std::move(h));
   return ResolveInfo{handle, pe->length, pe->allow_read, pe->allow_write};
 }
+
+// ---- For peers: what this host answers -------------------------------------
 
 Result<uint64_t> Engine::LookupForPeer(const std::string& service) const {
   std::optional<uint64_t> id = registry_.ServiceNamed(service);

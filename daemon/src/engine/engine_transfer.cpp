@@ -83,62 +83,9 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
                                 const std::shared_ptr<BufferRecord>& buf,
                                 const std::shared_ptr<PeerExport>& target) {
   bool is_read = d.opcode == static_cast<uint8_t>(shm::Op::kRead);
-  if (target->expires && *target->expires <= Clock::now() && !target->revoked) {
-    target->revoked = true;
-    target->revoked_why = "export '" + target->name + "' on '" + target->peer + "' expired (TTL)";
-  }
-  if (target->revoked) {
-    Decline(s, d, Code::kRevoked, target->revoked_why);
-    return;
-  }
-  if (is_read ? !target->allow_read : !target->allow_write) {
-    Decline(s, d, Code::kPermissionDenied,
-            "export '" + target->name + "' on '" + target->peer + "' does not allow " +
-                (is_read ? "reading" : "writing"));
-    return;
-  }
-  if (d.remote_offset > target->length || d.length > target->length - d.remote_offset) {
-    Reject(s, d, Code::kOutOfRange,
-           "remote range [" + std::to_string(d.remote_offset) + ", +" + std::to_string(d.length) +
-               ") runs past the end of export '" + target->name + "' on '" + target->peer + "' (" +
-               std::to_string(target->length) + " bytes)");
-    return;
-  }
-  EngineLink* l = LinkTo(target->peer);
-  if (l == nullptr) {
-    Decline(s, d, Code::kLinkDown, "no link to peer '" + target->peer + "' is up");
-    return;
-  }
-  if (l->spec.peer_instance != target->peer_instance) {
-    Decline(s, d, Code::kPeerGone,
-            "peer '" + target->peer + "' restarted since export '" + target->name +
-                "' was resolved; resolve it again");
-    return;
-  }
-  if (target->transport != l->spec.transport) {
-    Decline(s, d, Code::kRevoked,
-            "export '" + target->name + "' on '" + target->peer + "' was resolved for a " +
-                std::string(TransportName(target->transport)) + " link; the link now uses " +
-                std::string(TransportName(l->spec.transport)) + ": resolve it again");
-    return;
-  }
-  if (l->verbs() && buf->reg(Transport::kVerbs).empty()) {
-    // Registered with the RDMA device at its first use there: a profile
-    // that allows few registrations is not spent on buffers never sent.
-    auto reg = RegisterPieces(*l->device, buf->segment.data(), buf->size(), driver::kAccessLocal);
-    if (!reg.ok()) {
-      Decline(s, d, reg.status().code(),
-              "buffer " + std::to_string(buf->id) + ": " + reg.status().message());
-      return;
-    }
-    buf->reg(Transport::kVerbs) = std::move(reg).value();
-  }
-  if (!l->verbs() && buf->reg(Transport::kTcp).empty()) {
-    Decline(s, d, Code::kUnavailable,
-            "buffer " + std::to_string(buf->id) +
-                " was allocated before peering started; allocate anew");
-    return;
-  }
+  if (!PeerExportAllows(s, d, *target)) return;
+  EngineLink* l = LinkForPeerExport(s, d, *target);
+  if (l == nullptr || !ReadyForLink(s, d, *buf, *l)) return;
   TransferOp op;
   op.id = next_id_++;
   op.session = s.id();
@@ -158,6 +105,76 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
     ++l->stats->writes;
   }
   transfers_.Add(std::move(op));
+}
+
+bool Engine::PeerExportAllows(Session& s, const shm::SubmitDesc& d, PeerExport& target) {
+  bool is_read = d.opcode == static_cast<uint8_t>(shm::Op::kRead);
+  if (target.expires && *target.expires <= Clock::now() && !target.revoked) {
+    target.revoked = true;
+    target.revoked_why = "export '" + target.name + "' on '" + target.peer + "' expired (TTL)";
+  }
+  if (target.revoked) {
+    Decline(s, d, Code::kRevoked, target.revoked_why);
+    return false;
+  }
+  if (is_read ? !target.allow_read : !target.allow_write) {
+    Decline(s, d, Code::kPermissionDenied,
+            "export '" + target.name + "' on '" + target.peer + "' does not allow " +
+                (is_read ? "reading" : "writing"));
+    return false;
+  }
+  if (d.remote_offset > target.length || d.length > target.length - d.remote_offset) {
+    Reject(s, d, Code::kOutOfRange,
+           "remote range [" + std::to_string(d.remote_offset) + ", +" + std::to_string(d.length) +
+               ") runs past the end of export '" + target.name + "' on '" + target.peer + "' (" +
+               std::to_string(target.length) + " bytes)");
+    return false;
+  }
+  return true;
+}
+
+EngineLink* Engine::LinkForPeerExport(Session& s, const shm::SubmitDesc& d,
+                                      const PeerExport& target) {
+  EngineLink* l = LinkTo(target.peer);
+  if (l == nullptr) {
+    Decline(s, d, Code::kLinkDown, "no link to peer '" + target.peer + "' is up");
+    return nullptr;
+  }
+  if (l->spec.peer_instance != target.peer_instance) {
+    Decline(s, d, Code::kPeerGone,
+            "peer '" + target.peer + "' restarted since export '" + target.name +
+                "' was resolved; resolve it again");
+    return nullptr;
+  }
+  if (target.transport != l->spec.transport) {
+    Decline(s, d, Code::kRevoked,
+            "export '" + target.name + "' on '" + target.peer + "' was resolved for a " +
+                std::string(TransportName(target.transport)) + " link; the link now uses " +
+                std::string(TransportName(l->spec.transport)) + ": resolve it again");
+    return nullptr;
+  }
+  return l;
+}
+
+bool Engine::ReadyForLink(Session& s, const shm::SubmitDesc& d, BufferRecord& buf, EngineLink& l) {
+  if (l.verbs() && buf.reg(Transport::kVerbs).empty()) {
+    // Registered with the RDMA device at its first use there: a profile
+    // that allows few registrations is not spent on buffers never sent.
+    auto reg = RegisterPieces(*l.device, buf.segment.data(), buf.size(), driver::kAccessLocal);
+    if (!reg.ok()) {
+      Decline(s, d, reg.status().code(),
+              "buffer " + std::to_string(buf.id) + ": " + reg.status().message());
+      return false;
+    }
+    buf.reg(Transport::kVerbs) = std::move(reg).value();
+  }
+  if (!l.verbs() && buf.reg(Transport::kTcp).empty()) {
+    Decline(s, d, Code::kUnavailable,
+            "buffer " + std::to_string(buf.id) +
+                " was allocated before peering started; allocate anew");
+    return false;
+  }
+  return true;
 }
 
 // Posts what the op may post now; true if anything was posted.

@@ -12,7 +12,7 @@ AuthGate::AuthGate(uint32_t per_address, std::chrono::milliseconds stage_timeout
 
 AuthGate::~AuthGate() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -35,7 +35,7 @@ std::string AuthGate::AddressOf(const std::string& grpc_peer) {
 
 std::optional<AuthGate::Pass> AuthGate::Admit(grpc::ServerContext* ctx) {
   std::string address = AddressOf(ctx->peer());
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint32_t& from = per_address_open_[address];
   if (entries_.size() >= kMaxAuthenticating || from >= per_address_) {
     if (from == 0) per_address_open_.erase(address);
@@ -50,7 +50,7 @@ std::optional<AuthGate::Pass> AuthGate::Admit(grpc::ServerContext* ctx) {
 }
 
 void AuthGate::Release(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   auto from = per_address_open_.find(it->second.address);
@@ -66,7 +66,7 @@ AuthGate::Pass::~Pass() {
 }
 
 void AuthGate::Pass::NextStage() {
-  std::lock_guard lock(gate_->mu_);
+  MutexLock lock(gate_->mu_);
   auto it = gate_->entries_.find(id_);
   if (it != gate_->entries_.end() && !it->second.timed_out) {
     it->second.deadline = std::chrono::steady_clock::now() + gate_->stage_timeout_;
@@ -75,18 +75,18 @@ void AuthGate::Pass::NextStage() {
 }
 
 bool AuthGate::Pass::timed_out() const {
-  std::lock_guard lock(gate_->mu_);
+  MutexLock lock(gate_->mu_);
   auto it = gate_->entries_.find(id_);
   return it != gate_->entries_.end() && it->second.timed_out;
 }
 
 AuthFigures AuthGate::figures() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return AuthFigures{static_cast<uint32_t>(entries_.size()), refused_, timed_out_};
 }
 
 void AuthGate::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_) {
     auto now = std::chrono::steady_clock::now();
     auto next = now + std::chrono::seconds(60);
@@ -102,7 +102,7 @@ void AuthGate::Run() {
         next = std::min(next, e.deadline);
       }
     }
-    cv_.wait_until(lock, next);
+    cv_.wait_until(lock.native(), next);
   }
 }
 

@@ -8,7 +8,7 @@
 // retries with backoff, as after any failed attempt.
 //
 // Threading: Admit and the passes from gRPC's threads; one timer thread
-// cancels overdue streams. All state under one mutex.
+// cancels overdue streams. All mutable state under mu_.
 #pragma once
 
 #include <grpcpp/server_context.h>
@@ -18,10 +18,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+
+#include "mcdma_internal/thread_annotations.hpp"
 
 namespace mcdma::daemon {
 
@@ -48,9 +49,9 @@ class AuthGate {
     Pass& operator=(Pass&&) = delete;
     Pass(const Pass&) = delete;
     ~Pass();
-    void NextStage();
+    void NextStage() MCDMA_EXCLUDES(gate_->mu_);
     // Whether the deadline cancelled the stream.
-    bool timed_out() const;
+    bool timed_out() const MCDMA_EXCLUDES(gate_->mu_);
 
    private:
     friend class AuthGate;
@@ -61,8 +62,8 @@ class AuthGate {
 
   // Admits an exchange from `ctx->peer()`, or returns nullopt (counted)
   // when the total or that address's limit is reached.
-  std::optional<Pass> Admit(grpc::ServerContext* ctx);
-  AuthFigures figures() const;
+  std::optional<Pass> Admit(grpc::ServerContext* ctx) MCDMA_EXCLUDES(mu_);
+  AuthFigures figures() const MCDMA_EXCLUDES(mu_);
   // "10.0.0.2" from gRPC's "ipv4:10.0.0.2:5123" ("[::1]" forms likewise).
   static std::string AddressOf(const std::string& grpc_peer);
 
@@ -73,19 +74,19 @@ class AuthGate {
     std::chrono::steady_clock::time_point deadline;
     bool timed_out = false;
   };
-  void Run();
-  void Release(uint64_t id);
+  void Run() MCDMA_EXCLUDES(mu_);
+  void Release(uint64_t id) MCDMA_EXCLUDES(mu_);
 
   const uint32_t per_address_;
   const std::chrono::milliseconds stage_timeout_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;
-  uint64_t next_id_ = 1;
-  std::map<uint64_t, Entry> entries_;
-  std::map<std::string, uint32_t> per_address_open_;
-  uint64_t refused_ = 0;
-  uint64_t timed_out_ = 0;
+  bool stop_ MCDMA_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ MCDMA_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Entry> entries_ MCDMA_GUARDED_BY(mu_);
+  std::map<std::string, uint32_t> per_address_open_ MCDMA_GUARDED_BY(mu_);
+  uint64_t refused_ MCDMA_GUARDED_BY(mu_) = 0;
+  uint64_t timed_out_ MCDMA_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

@@ -50,7 +50,7 @@ void LinkManager::Start() {
         [this](uint64_t link_id, const std::string& why) { OnEngineLinkDown(link_id, why); });
     return 0;
   });
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const PeerConfig& p : options_.peers) {
     auto e = std::make_unique<Entry>();
     e->config = p;
@@ -65,7 +65,7 @@ void LinkManager::Start() {
 void LinkManager::Stop(v1::PeerGoodbyeReason reason) {
   std::vector<std::string> linked;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
     for (auto* table : {&out_, &in_}) {
@@ -88,7 +88,7 @@ void LinkManager::Stop(v1::PeerGoodbyeReason reason) {
   for (auto& ch : goodbyes) (void)ch->Goodbye(bye, std::chrono::milliseconds(500));
   std::vector<std::thread> threads;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, e] : out_) {
       if (e->thread.joinable()) threads.push_back(std::move(e->thread));
     }
@@ -165,8 +165,9 @@ void LinkManager::SetState(Entry* e, PeerState state) {
 }
 
 bool LinkManager::Wait(Entry* e, std::chrono::milliseconds d) {
-  std::unique_lock lock(mu_);
-  cv_.wait_for(lock, d, [&] { return stopping_ || e->removed || e->link_lost; });
+  MutexLock lock(mu_);
+  cv_.wait_for(lock.native(), d,
+               [&]() MCDMA_REQUIRES(mu_) { return stopping_ || e->removed || e->link_lost; });
   return !stopping_ && !e->removed;
 }
 
@@ -204,7 +205,7 @@ void LinkManager::DialLoop(Entry* e) {
   bool ever_up = false;
   while (true) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_ || e->removed) return;
       e->link_lost = false;
     }
@@ -212,7 +213,7 @@ void LinkManager::DialLoop(Entry* e) {
     if (st.ok()) {
       backoff = min;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         if (ever_up) ++e->reconnects;
         // Failed attempts before the first success are not worth showing.
         if (!ever_up) {
@@ -223,7 +224,7 @@ void LinkManager::DialLoop(Entry* e) {
       }
       log->info("link to '{}' up (generation {})", e->config.name, e->generation);
       std::string why = HeartbeatLoop(e);
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_ || e->removed) return;
       e->last_error = why;
       e->last_error_reason = Reason::kNone;
@@ -233,7 +234,7 @@ void LinkManager::DialLoop(Entry* e) {
       e->said_goodbye = false;
       log->warn("link to '{}' down: {}", e->config.name, why);
     } else {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_ || e->removed) return;
       e->last_error = st.message();
       e->last_error_reason = st.reason();
@@ -245,7 +246,7 @@ void LinkManager::DialLoop(Entry* e) {
                 st.ToString());
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       e->retry_at = std::chrono::steady_clock::now() + backoff;
       e->link_lost = false;
     }
@@ -254,55 +255,26 @@ void LinkManager::DialLoop(Entry* e) {
   }
 }
 
+Result<std::unique_ptr<driver::Endpoint>> LinkManager::NewLinkEndpoint(Transport transport) {
+  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(transport); });
+  if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
+  return std::move(*ep);
+}
+
 Status LinkManager::ConnectOnce(Entry* e) {
   const std::string& name = e->config.name;
-  std::shared_ptr<PeerChannel> ch;
-  {
-    std::lock_guard lock(mu_);
-    auto it = channels_.find(name);
-    if (it == channels_.end() || it->second->target() != e->config.address) {
-      channels_[name] = MakeChannel(e->config.address, name);
-    }
-    ch = channels_[name];
-  }
-  MCDMA_ASSIGN_OR_RETURN(v1::PeerHelloReply hello, ch->Hello(HelloRequest(), rpc_timeout_));
-  if (hello.host_id() != name) {
-    return Status(Code::kInvalid, "the daemon at " + e->config.address + " is '" + hello.host_id() +
-                                      "', not '" + name + "'");
-  }
-  bool peer_tcp = false;
-  VerbsOffer peer_verbs;
-  for (const auto& t : hello.transports()) {
-    peer_tcp |= t.name() == "tcp";
-    if (t.name() == "verbs" && !peer_verbs.offered) peer_verbs = {true, t.profile()};
-  }
-  MCDMA_ASSIGN_OR_RETURN(
-      TransportChoice choice,
-      ChooseTransport(e->config.transport, name, engine_.verbs_info(), peer_verbs, peer_tcp));
+  std::shared_ptr<PeerChannel> ch = DialChannel(*e);
+  MCDMA_ASSIGN_OR_RETURN(v1::PeerHelloReply hello, SayHello(*e, *ch));
+  MCDMA_ASSIGN_OR_RETURN(TransportChoice choice, ChooseOutgoingTransport(*e, hello));
   const bool verbs = choice.transport == Transport::kVerbs;
-  bool restarted = false;
-  {
-    std::lock_guard lock(mu_);
-    restarted = NotePeerInstance(name, hello.instance_id(), hello.daemon_version());
-    e->transport = choice.transport;
-    e->transport_reason = choice.reason;
-    e->verbs_path.Clear();
-  }
-  if (restarted) {
-    (void)engine_.Run([&] {
-      engine_.DropPeer(name, Code::kPeerGone, "peer '" + name + "' restarted");
-      return 0;
-    });
-  }
-  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(choice.transport); });
-  if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
-  MCDMA_RETURN_IF_ERROR(ep->status());
-  std::unique_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
+  NoteHelloReply(e, hello, choice);
+  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<driver::Endpoint> endpoint,
+                         NewLinkEndpoint(choice.transport));
   uint64_t generation = 0;
   {
     // Every attempt takes a new generation: the peer may have accepted an
     // attempt whose data connection then failed.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     generation = ++e->generation;
   }
   v1::PeerConnectRequest creq;
@@ -328,12 +300,69 @@ Status LinkManager::ConnectOnce(Entry* e) {
   }
   LinkSpec spec{
       name, LinkOrigin::kOut, generation, hello.instance_id(), crep.slot_bytes(), choice.transport};
+  return InstallOutgoing(e, spec, conn.value(), path);
+}
+
+std::shared_ptr<PeerChannel> LinkManager::DialChannel(const Entry& e) {
+  const std::string& name = e.config.name;
+  MutexLock lock(mu_);
+  auto it = channels_.find(name);
+  if (it == channels_.end() || it->second->target() != e.config.address) {
+    channels_[name] = MakeChannel(e.config.address, name);
+  }
+  return channels_[name];
+}
+
+Result<v1::PeerHelloReply> LinkManager::SayHello(const Entry& e, PeerChannel& ch) {
+  const std::string& name = e.config.name;
+  MCDMA_ASSIGN_OR_RETURN(v1::PeerHelloReply hello, ch.Hello(HelloRequest(), rpc_timeout_));
+  if (hello.host_id() != name) {
+    return Status(Code::kInvalid, "the daemon at " + e.config.address + " is '" + hello.host_id() +
+                                      "', not '" + name + "'");
+  }
+  return hello;
+}
+
+Result<TransportChoice> LinkManager::ChooseOutgoingTransport(
+    const Entry& e, const v1::PeerHelloReply& hello) const {
+  bool peer_tcp = false;
+  VerbsOffer peer_verbs;
+  for (const auto& t : hello.transports()) {
+    peer_tcp |= t.name() == "tcp";
+    if (t.name() == "verbs" && !peer_verbs.offered) peer_verbs = {true, t.profile()};
+  }
+  return ChooseTransport(e.config.transport, e.config.name, engine_.verbs_info(), peer_verbs,
+                         peer_tcp);
+}
+
+void LinkManager::NoteHelloReply(Entry* e, const v1::PeerHelloReply& hello,
+                                 const TransportChoice& choice) {
+  const std::string& name = e->config.name;
+  bool restarted = false;
+  {
+    MutexLock lock(mu_);
+    restarted = NotePeerInstance(name, hello.instance_id(), hello.daemon_version());
+    e->transport = choice.transport;
+    e->transport_reason = choice.reason;
+    e->verbs_path.Clear();
+  }
+  if (restarted) {
+    (void)engine_.Run([&] {
+      engine_.DropPeer(name, Code::kPeerGone, "peer '" + name + "' restarted");
+      return 0;
+    });
+  }
+}
+
+Status LinkManager::InstallOutgoing(Entry* e, const LinkSpec& spec,
+                                    std::unique_ptr<driver::Connection>& conn,
+                                    const v1::VerbsPath& path) {
   // Installed and recorded in one engine step: a link-down report (also on
   // the engine thread) cannot fall in between.
   auto installed = engine_.Run([&]() -> Status {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (e->removed || stopping_) return Status(Code::kLinkDown, "removed while connecting");
-    MCDMA_ASSIGN_OR_RETURN(uint64_t id, engine_.InstallLink(spec, std::move(conn).value()));
+    MCDMA_ASSIGN_OR_RETURN(uint64_t id, engine_.InstallLink(spec, std::move(conn)));
     e->link_id = id;
     e->link_lost = false;
     e->last_heartbeat = std::chrono::steady_clock::now();
@@ -350,7 +379,7 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
   auto timeout = std::chrono::milliseconds(options_.link_timeout_ms);
   std::shared_ptr<PeerChannel> ch;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = channels_.find(e->config.name);
     if (it != channels_.end()) ch = it->second;
   }
@@ -362,7 +391,7 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
       break;
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (e->link_lost) {
         why = e->last_error.empty() ? "the data link failed" : e->last_error;
       }
@@ -373,7 +402,7 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
     auto sent_at = std::chrono::steady_clock::now();
     req.set_timestamp_ns(static_cast<uint64_t>(sent_at.time_since_epoch().count()));
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       req.set_rtt_us(e->rtt_us);
       ++e->heartbeats_sent;
     }
@@ -381,7 +410,7 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
     auto now = std::chrono::steady_clock::now();
     if (rep.ok() && rep->generation() == e->generation) {
       double rtt = std::chrono::duration<double, std::micro>(now - sent_at).count();
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++e->heartbeats_ok;
       e->rtt_us = rtt;
       e->rtt_avg_us = e->rtt_avg_us == 0 ? rtt : 0.875 * e->rtt_avg_us + 0.125 * rtt;
@@ -390,7 +419,7 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
       continue;
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++e->heartbeats_missed;
     }
     if (rep.ok()) {
@@ -407,9 +436,14 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
     }
   }
   if (why.empty()) why = "the link was removed";
+  DropOutgoingLink(e, why);
+  return why;
+}
+
+void LinkManager::DropOutgoingLink(Entry* e, const std::string& why) {
   uint64_t link_id = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     link_id = e->link_id;
     e->link_id = 0;
   }
@@ -420,12 +454,11 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
       return 0;
     });
   }
-  return why;
 }
 
 void LinkManager::OnEngineLinkDown(uint64_t link_id, const std::string& why) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto* table : {&out_, &in_}) {
       for (auto& [name, e] : *table) {
         if (e->link_id != link_id) continue;
@@ -445,9 +478,9 @@ void LinkManager::OnEngineLinkDown(uint64_t link_id, const std::string& why) {
 void LinkManager::SweepLoop() {
   auto interval = std::chrono::milliseconds(options_.heartbeat_ms);
   auto timeout = std::chrono::milliseconds(options_.link_timeout_ms);
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, interval, [&] { return stopping_; });
+    cv_.wait_for(lock.native(), interval, [&]() MCDMA_REQUIRES(mu_) { return stopping_; });
     if (stopping_) break;
     auto now = std::chrono::steady_clock::now();
     std::vector<std::pair<uint64_t, std::string>> drop;
@@ -466,14 +499,14 @@ void LinkManager::SweepLoop() {
       SetState(e.get(), PeerState::kDown);
     }
     if (drop.empty()) continue;
-    lock.unlock();
+    lock.Unlock();
     for (const auto& d : drop) {
       (void)engine_.Run([&] {
         engine_.DropLink(d.first, Code::kLinkDown, d.second);
         return 0;
       });
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -14,9 +14,10 @@
 // up from its Connect until its heartbeats stop for timeout_ms, its data
 // path fails, or it says Goodbye.
 //
-// Locking: mu_ guards the tables; it is never held while calling into the
-// engine (Engine::Run) or over gRPC. The engine calls OnEngineLinkDown on
-// its own thread; that only takes mu_ and wakes the link's thread.
+// Locking: mu_ guards the tables and every Entry in them; it is never held
+// while calling into the engine (Engine::Run) or over gRPC. So the engine
+// thread may take mu_: OnEngineLinkDown does, and so do the steps that
+// install a link and record it in one go.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -26,18 +27,19 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "config/options.hpp"
 #include "engine/engine.hpp"
 #include "mcdma/v1/admin.pb.h"
 #include "mcdma/v1/peer.pb.h"
-#include "config/options.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 #include "peer/peer_channel.hpp"
+#include "peer/transport_choice.hpp"
 
 namespace mcdma::daemon {
 
@@ -58,37 +60,46 @@ class LinkManager {
   LinkManager& operator=(const LinkManager&) = delete;
 
   // Starts a thread per configured peer.
-  void Start();
+  void Start() MCDMA_EXCLUDES(mu_);
   // Says Goodbye to every peer, stops the threads. Idempotent.
-  void Stop(v1::PeerGoodbyeReason reason);
+  void Stop(v1::PeerGoodbyeReason reason) MCDMA_EXCLUDES(mu_);
 
   const std::string& instance_id() const { return instance_id_; }
-  // Before Start: the port peers call back on (the bound one).
+  // Before Start (read by the dialing threads without a lock): the port peers
+  // call back on (the bound one).
   void set_listen_port(uint16_t port) { listen_port_ = port; }
   void set_listen_address(std::string address) { listen_address_ = std::move(address); }
 
   // ---- Admin ----
-  Status Add(const PeerConfig& peer);
-  Status Remove(const std::string& peer);
-  void Fill(v1::LinksReply* out);
-  Result<v1::LinkTestReply> Test(const std::string& peer, uint32_t bytes, uint32_t count);
+  Status Add(const PeerConfig& peer) MCDMA_EXCLUDES(mu_);
+  Status Remove(const std::string& peer) MCDMA_EXCLUDES(mu_);
+  void Fill(v1::LinksReply* out) MCDMA_EXCLUDES(mu_);
+  Result<v1::LinkTestReply> Test(const std::string& peer, uint32_t bytes, uint32_t count)
+      MCDMA_EXCLUDES(mu_);
 
   // ---- Apps (control plane) ----
   Result<uint64_t> LookupService(uint64_t session, const std::string& peer,
-                                 const std::string& service);
-  Result<ResolveInfo> Resolve(uint64_t session, const std::string& peer, const std::string& name);
+                                 const std::string& service) MCDMA_EXCLUDES(mu_);
+  Result<ResolveInfo> Resolve(uint64_t session, const std::string& peer, const std::string& name)
+      MCDMA_EXCLUDES(mu_);
 
   // ---- The Peer service (callee side); `host` is the ticket's host id ----
   v1::PeerHelloReply OnHello(const std::string& host, const v1::PeerHelloRequest& req,
-                             const std::string& source_ip);
+                             const std::string& source_ip) MCDMA_EXCLUDES(mu_);
   Result<v1::PeerConnectReply> OnConnect(const std::string& host, const v1::PeerConnectRequest& req,
-                                         const std::string& source_ip);
+                                         const std::string& source_ip) MCDMA_EXCLUDES(mu_);
   Result<v1::PeerHeartbeatReply> OnHeartbeat(const std::string& host,
-                                             const v1::PeerHeartbeatRequest& req);
-  void OnGoodbye(const std::string& host, const v1::PeerGoodbyeRequest& req);
+                                             const v1::PeerHeartbeatRequest& req)
+      MCDMA_EXCLUDES(mu_);
+  void OnGoodbye(const std::string& host, const v1::PeerGoodbyeRequest& req) MCDMA_EXCLUDES(mu_);
 
  private:
   using TimePoint = std::chrono::steady_clock::time_point;
+  // One peer's link. Every field is under mu_, except `config` of a dialed
+  // peer (fixed at creation) and what its own dialing thread wrote and
+  // reads back (`generation`). The analysis cannot name the manager's mu_
+  // from inside Entry; the tables that hold entries are checked, and the
+  // helpers handed an Entry say MCDMA_REQUIRES(mu_) where they touch it.
   struct Entry {
     PeerConfig config;
     PeerOrigin origin = PeerOrigin::kConfig;
@@ -125,28 +136,94 @@ class LinkManager {
     std::string callback;  // host:port of its Peer service, as it told us
   };
 
+  // What a Connect from a peer asked for, carried to the thread that
+  // completes its data connection.
+  struct IncomingAttempt {
+    std::string host;      // the caller's host id
+    std::string instance;  // its instance id, from its Hello
+    uint64_t generation = 0;
+    std::string remote;  // its endpoint info (tcp: rebased on its address)
+    uint32_t remote_slot_bytes = 0;
+    Transport transport = Transport::kTcp;
+  };
+
+  // One row of `mcdmactl links` (without the engine's counters).
+  void DescribeLink(const std::string& name, const Entry& e, TimePoint now, v1::LinkInfo* li) const
+      MCDMA_REQUIRES(mu_);
+
   // The transports this host offers in Hello, most preferred first.
   void OfferTransports(google::protobuf::RepeatedPtrField<v1::PeerTransport>* out) const;
-  void DialLoop(Entry* e);
-  Status ConnectOnce(Entry* e);
+  v1::PeerHelloRequest HelloRequest() const;
+  // A link endpoint of the engine's device for `transport` (UNAVAILABLE
+  // once the engine has stopped).
+  Result<std::unique_ptr<driver::Endpoint>> NewLinkEndpoint(Transport transport)
+      MCDMA_EXCLUDES(mu_);
+
+  // ---- Dialing (link_manager.cpp): the thread of a peer this host dials ----
+  void DialLoop(Entry* e) MCDMA_EXCLUDES(mu_);
+  // One attempt: Hello, the transport choice, Connect, the data connection.
+  Status ConnectOnce(Entry* e) MCDMA_EXCLUDES(mu_);
+  // The channel to the dialed peer, made anew when its address changed.
+  std::shared_ptr<PeerChannel> DialChannel(const Entry& e) MCDMA_EXCLUDES(mu_);
+  // Hello, and whether the daemon that answered is the one configured.
+  Result<v1::PeerHelloReply> SayHello(const Entry& e, PeerChannel& ch);
+  // The transport for the link from the config and what both ends offer.
+  Result<TransportChoice> ChooseOutgoingTransport(const Entry& e,
+                                                  const v1::PeerHelloReply& hello) const;
+  // Records the peer's instance and the transport chosen; drops the
+  // peer's links on the engine when it restarted.
+  void NoteHelloReply(Entry* e, const v1::PeerHelloReply& hello, const TransportChoice& choice)
+      MCDMA_EXCLUDES(mu_);
+  // Installs the connected link on the engine and marks the entry up;
+  // `conn` is taken only when installed.
+  Status InstallOutgoing(Entry* e, const LinkSpec& spec, std::unique_ptr<driver::Connection>& conn,
+                         const v1::VerbsPath& path) MCDMA_EXCLUDES(mu_);
   // Heartbeats until the link goes down; returns why.
-  std::string HeartbeatLoop(Entry* e);
-  void SweepLoop();
-  void SetState(Entry* e, PeerState state);  // mu_ held
-  // Records a peer's instance id (mu_ held); true when it changed (the peer
+  std::string HeartbeatLoop(Entry* e) MCDMA_EXCLUDES(mu_);
+  // Drops the entry's link on the engine, if it still has one, for `why`.
+  void DropOutgoingLink(Entry* e, const std::string& why) MCDMA_EXCLUDES(mu_);
+  // Waits `d`, or until the link is lost; false when stopping or removed.
+  bool Wait(Entry* e, std::chrono::milliseconds d) MCDMA_EXCLUDES(mu_);
+
+  // ---- Incoming links (link_manager_callee.cpp) ----
+  // The transport a dialing peer asked for, if this host offers it.
+  Result<Transport> OfferedTransport(const std::string& name) const;
+  // The incoming entry of `host` (made at its first Connect) for an attempt
+  // under `generation`, and the instance its Hello gave. Fails while
+  // stopping, before Hello, and for a generation not above the entry's.
+  Result<Entry*> AdmitIncoming(const std::string& host, uint64_t generation, std::string* instance)
+      MCDMA_EXCLUDES(mu_);
+  // Records the attempt on the entry and starts the thread that completes
+  // its data connection; returns the link it replaces (0: none).
+  Result<uint64_t> BeginIncoming(Entry* e, std::shared_ptr<driver::Endpoint> endpoint,
+                                 IncomingAttempt attempt, const std::string& transport_name,
+                                 const v1::VerbsPath& path) MCDMA_EXCLUDES(mu_);
+  // The connector thread: connects to the peer's endpoint, installs the
+  // link unless a newer attempt superseded it, records the outcome.
+  void CompleteIncoming(Entry* e, driver::Endpoint& endpoint, const IncomingAttempt& attempt)
+      MCDMA_EXCLUDES(mu_);
+  // Installs the incoming link on the engine and marks the entry up;
+  // `conn` is taken only when installed.
+  Status InstallIncoming(Entry* e, const IncomingAttempt& attempt,
+                         std::unique_ptr<driver::Connection>& conn) MCDMA_EXCLUDES(mu_);
+  // Joins the connector threads that have finished (reconnect storms must
+  // not pile up threads).
+  void JoinFinishedConnectors() MCDMA_REQUIRES(mu_);
+
+  void SweepLoop() MCDMA_EXCLUDES(mu_);
+  void SetState(Entry* e, PeerState state) MCDMA_REQUIRES(mu_);
+  // Records a peer's instance id; true when it changed (the peer
   // restarted): its incoming entry is reset. The caller then drops the
   // peer's links on the engine (without mu_).
   bool NotePeerInstance(const std::string& host, const std::string& instance,
-                        const std::string& version);
-  void OnEngineLinkDown(uint64_t link_id, const std::string& why);
+                        const std::string& version) MCDMA_REQUIRES(mu_);
+  void OnEngineLinkDown(uint64_t link_id, const std::string& why) MCDMA_EXCLUDES(mu_);
   // The channel for calls to `peer`: its configured address, or where it
   // told us it listens. NOT_FOUND if neither.
-  Result<std::shared_ptr<PeerChannel>> ChannelFor(const std::string& peer);
+  Result<std::shared_ptr<PeerChannel>> ChannelFor(const std::string& peer) MCDMA_EXCLUDES(mu_);
   std::shared_ptr<PeerChannel> MakeChannel(const std::string& target, const std::string& peer);
   // LINK_DOWN with the link's state and last error unless one is up.
-  Status RequireUp(const std::string& peer);
-  bool Wait(Entry* e, std::chrono::milliseconds d);  // false when stopping/removed
-  v1::PeerHelloRequest HelloRequest() const;
+  Status RequireUp(const std::string& peer) MCDMA_EXCLUDES(mu_);
 
   const Options options_;
   Engine& engine_;
@@ -157,20 +234,24 @@ class LinkManager {
   const std::string instance_id_;
   const std::chrono::milliseconds rpc_timeout_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;
-  std::map<std::string, std::unique_ptr<Entry>> out_;  // peers we dial
-  std::map<std::string, std::unique_ptr<Entry>> in_;   // peers that dialed us
-  std::vector<std::unique_ptr<Entry>> retired_;        // removed, thread joined at Stop
-  std::map<std::string, PeerInfo> peers_;
-  std::map<std::string, std::shared_ptr<PeerChannel>> channels_;
+  bool stopping_ MCDMA_GUARDED_BY(mu_) = false;
+  // Peers we dial.
+  std::map<std::string, std::unique_ptr<Entry>> out_ MCDMA_GUARDED_BY(mu_);
+  // Peers that dialed us.
+  std::map<std::string, std::unique_ptr<Entry>> in_ MCDMA_GUARDED_BY(mu_);
+  // Removed; their threads are joined at Stop.
+  std::vector<std::unique_ptr<Entry>> retired_ MCDMA_GUARDED_BY(mu_);
+  std::map<std::string, PeerInfo> peers_ MCDMA_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<PeerChannel>> channels_ MCDMA_GUARDED_BY(mu_);
   struct Connector {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
-  std::vector<Connector> connectors_;  // callee-side Endpoint::Connect calls
-  std::thread sweeper_;
+  // Callee-side Endpoint::Connect calls.
+  std::vector<Connector> connectors_ MCDMA_GUARDED_BY(mu_);
+  std::thread sweeper_ MCDMA_GUARDED_BY(mu_);
 };
 
 }  // namespace mcdma::daemon

@@ -17,6 +17,40 @@ uint64_t LoadLe(const std::string& s, size_t off, size_t n) {
     v |= static_cast<uint64_t>(static_cast<uint8_t>(s[off + i])) << (8 * i);
   return v;
 }
+
+void DescribeLocalVerbs(const LocalVerbsInfo& lv, v1::LocalVerbs* v) {
+  v->set_available(lv.available);
+  v->set_reason(lv.reason);
+  v->set_device(lv.device);
+  v->set_port(lv.port);
+  v->set_gid_index(lv.gid_index);
+  v->set_gid(lv.gid);
+  v->set_profile(lv.profile);
+  v->set_detected_profile(lv.detected_profile);
+  v->set_active_mtu(lv.active_mtu);
+}
+
+// The engine's counters of the link to `peer` from `origin` (kept by
+// (peer, origin) across reconnects).
+void AddEngineCounters(const std::vector<LinkSnapshot>& snaps, const std::string& peer,
+                       LinkOrigin origin, v1::LinkInfo* li) {
+  auto* c = li->mutable_counters();
+  for (const LinkSnapshot& s : snaps) {
+    if (s.peer != peer || s.origin != origin) continue;
+    if (s.id != 0) li->set_inflight(s.inflight);
+    c->set_messages_sent(s.stats.messages_sent);
+    c->set_messages_received(s.stats.messages_received);
+    c->set_bytes_sent(s.stats.bytes_sent);
+    c->set_bytes_received(s.stats.bytes_received);
+    c->set_calls_out(s.stats.calls_out);
+    c->set_calls_in(s.stats.calls_in);
+    c->set_reads(s.stats.reads);
+    c->set_writes(s.stats.writes);
+    c->set_read_bytes(s.stats.read_bytes);
+    c->set_write_bytes(s.stats.write_bytes);
+    c->set_ops_failed(s.stats.ops_failed);
+  }
+}
 }  // namespace
 
 std::shared_ptr<PeerChannel> LinkManager::MakeChannel(const std::string& target,
@@ -25,7 +59,7 @@ std::shared_ptr<PeerChannel> LinkManager::MakeChannel(const std::string& target,
 }
 
 Result<std::shared_ptr<PeerChannel>> LinkManager::ChannelFor(const std::string& peer) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = channels_.find(peer); it != channels_.end()) return it->second;
   if (auto o = out_.find(peer); o != out_.end()) {
     return channels_[peer] = MakeChannel(o->second->config.address, peer);
@@ -39,7 +73,7 @@ Result<std::shared_ptr<PeerChannel>> LinkManager::ChannelFor(const std::string& 
 }
 
 Status LinkManager::RequireUp(const std::string& peer) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const Entry* seen = nullptr;
   for (auto* table : {&out_, &in_}) {
     auto it = table->find(peer);
@@ -67,7 +101,7 @@ Result<uint64_t> LinkManager::LookupService(uint64_t session, const std::string&
   ps.name = service;
   ps.remote_id = rep.service_id();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ps.peer_instance = peers_[peer].instance;
   }
   auto r = engine_.Run([&] { return engine_.AddPeerService(session, ps); });
@@ -83,7 +117,7 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
   // other transport makes the handle fail REVOKED: resolve again).
   Transport transport = Transport::kTcp;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto* table : {&out_, &in_}) {
       auto it = table->find(peer);
       if (it == table->end() || it->second->state != PeerState::kUp) continue;
@@ -121,7 +155,7 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
     pe.expires = ExpiryAfter(rep.expires_in_ms());  // a peer's value: saturates
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     pe.peer_instance = peers_[peer].instance;
   }
   auto r = engine_.Run([&] { return engine_.AddPeerHandle(session, std::move(pe)); });
@@ -134,7 +168,7 @@ Status LinkManager::Add(const PeerConfig& peer) {
   if (peer.name == options_.host_id)
     return Status(Code::kInvalid, Reason::kPeerIdentity,
                   "'" + peer.name + "' is this host's own id");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
   if (out_.count(peer.name) != 0)
     return Status(Code::kAlreadyExists, "a link to '" + peer.name + "' exists");
@@ -152,7 +186,7 @@ Status LinkManager::Add(const PeerConfig& peer) {
 Status LinkManager::Remove(const std::string& peer) {
   std::shared_ptr<PeerChannel> ch;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     bool found = false;
     if (auto it = out_.find(peer); it != out_.end()) {
       it->second->removed = true;
@@ -192,74 +226,55 @@ void LinkManager::Fill(v1::LinksReply* out) {
   out->set_peering(true);
   out->set_listen(listen_address_.empty() ? options_.listen : listen_address_);
   out->set_fabric_key_fingerprint(key_->Fingerprint());
-  const LocalVerbsInfo& lv = engine_.verbs_info();
-  v1::LocalVerbs* v = out->mutable_verbs();
-  v->set_available(lv.available);
-  v->set_reason(lv.reason);
-  v->set_device(lv.device);
-  v->set_port(lv.port);
-  v->set_gid_index(lv.gid_index);
-  v->set_gid(lv.gid);
-  v->set_profile(lv.profile);
-  v->set_detected_profile(lv.detected_profile);
-  v->set_active_mtu(lv.active_mtu);
+  DescribeLocalVerbs(engine_.verbs_info(), out->mutable_verbs());
   auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto* table : {&out_, &in_}) {
     for (auto& [name, e] : *table) {
       v1::LinkInfo* li = out->add_links();
-      li->set_peer(name);
-      li->set_address(e->origin == PeerOrigin::kIncoming ? "" : e->config.address);
-      li->set_origin(std::string(PeerOriginName(e->origin)));
-      li->set_state(std::string(PeerStateName(e->state)));
-      li->set_transport_requested(e->config.transport);
-      li->set_transport(e->transport ? std::string(TransportName(*e->transport)) : "");
-      li->set_transport_reason(e->transport_reason);
-      if (e->transport == Transport::kVerbs && e->state == PeerState::kUp)
-        *li->mutable_verbs() = e->verbs_path;
-      li->set_generation(e->generation);
-      li->set_rtt_us(e->rtt_us);
-      li->set_rtt_avg_us(e->rtt_avg_us);
-      li->set_state_ms(static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - e->state_since).count()));
-      if ((e->state == PeerState::kReconnecting || e->state == PeerState::kRefused ||
-           e->state == PeerState::kConnecting) &&
-          e->retry_at > now) {
-        li->set_retry_in_ms(static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(e->retry_at - now).count()));
-      }
-      li->set_last_error(e->last_error);
-      li->set_last_error_reason(ReasonName(e->last_error_reason));
-      li->set_down_reason(e->down_reason);
-      if (auto p = peers_.find(name); p != peers_.end()) {
-        li->set_peer_version(p->second.version);
-        li->set_peer_instance(p->second.instance);
-      }
-      auto* c = li->mutable_counters();
-      c->set_heartbeats_sent(e->heartbeats_sent);
-      c->set_heartbeats_ok(e->heartbeats_ok);
-      c->set_heartbeats_missed(e->heartbeats_missed);
-      c->set_downs(e->downs);
-      c->set_reconnects(e->reconnects);
+      DescribeLink(name, *e, now, li);
       if (!snaps) continue;
       LinkOrigin origin = e->origin == PeerOrigin::kIncoming ? LinkOrigin::kIn : LinkOrigin::kOut;
-      for (const LinkSnapshot& s : *snaps) {
-        if (s.peer != name || s.origin != origin) continue;
-        if (s.id != 0) li->set_inflight(s.inflight);
-        c->set_messages_sent(s.stats.messages_sent);
-        c->set_messages_received(s.stats.messages_received);
-        c->set_bytes_sent(s.stats.bytes_sent);
-        c->set_bytes_received(s.stats.bytes_received);
-        c->set_calls_out(s.stats.calls_out);
-        c->set_calls_in(s.stats.calls_in);
-        c->set_reads(s.stats.reads);
-        c->set_writes(s.stats.writes);
-        c->set_read_bytes(s.stats.read_bytes);
-        c->set_write_bytes(s.stats.write_bytes);
-        c->set_ops_failed(s.stats.ops_failed);
-      }
+      AddEngineCounters(*snaps, name, origin, li);
     }
   }
+}
+
+void LinkManager::DescribeLink(const std::string& name, const Entry& e, TimePoint now,
+                               v1::LinkInfo* li) const {
+  li->set_peer(name);
+  li->set_address(e.origin == PeerOrigin::kIncoming ? "" : e.config.address);
+  li->set_origin(std::string(PeerOriginName(e.origin)));
+  li->set_state(std::string(PeerStateName(e.state)));
+  li->set_transport_requested(e.config.transport);
+  li->set_transport(e.transport ? std::string(TransportName(*e.transport)) : "");
+  li->set_transport_reason(e.transport_reason);
+  if (e.transport == Transport::kVerbs && e.state == PeerState::kUp)
+    *li->mutable_verbs() = e.verbs_path;
+  li->set_generation(e.generation);
+  li->set_rtt_us(e.rtt_us);
+  li->set_rtt_avg_us(e.rtt_avg_us);
+  li->set_state_ms(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - e.state_since).count()));
+  if ((e.state == PeerState::kReconnecting || e.state == PeerState::kRefused ||
+       e.state == PeerState::kConnecting) &&
+      e.retry_at > now) {
+    li->set_retry_in_ms(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(e.retry_at - now).count()));
+  }
+  li->set_last_error(e.last_error);
+  li->set_last_error_reason(ReasonName(e.last_error_reason));
+  li->set_down_reason(e.down_reason);
+  if (auto p = peers_.find(name); p != peers_.end()) {
+    li->set_peer_version(p->second.version);
+    li->set_peer_instance(p->second.instance);
+  }
+  auto* c = li->mutable_counters();
+  c->set_heartbeats_sent(e.heartbeats_sent);
+  c->set_heartbeats_ok(e.heartbeats_ok);
+  c->set_heartbeats_missed(e.heartbeats_missed);
+  c->set_downs(e.downs);
+  c->set_reconnects(e.reconnects);
 }
 
 Result<v1::LinkTestReply> LinkManager::Test(const std::string& peer, uint32_t bytes,

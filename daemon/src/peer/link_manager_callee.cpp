@@ -14,7 +14,7 @@ v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerH
                                         const std::string& source_ip) {
   bool restarted = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     restarted = NotePeerInstance(host, req.instance_id(), req.daemon_version());
     PeerInfo& info = peers_[host];
     const std::string& back = req.listen_host().empty() ? source_ip : req.listen_host();
@@ -43,125 +43,35 @@ v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerH
 Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
                                                     const v1::PeerConnectRequest& req,
                                                     const std::string& source_ip) {
-  const std::optional<Transport> asked = TransportFromName(req.transport());
-  const bool verbs = asked == Transport::kVerbs;
-  if (asked != Transport::kTcp && !(verbs && engine_.has_verbs())) {
-    return Status(Code::kInvalid, Reason::kTransportRefused,
-                  "transport \"" + req.transport() + "\" is not offered here");
-  }
-  std::string instance;
+  MCDMA_ASSIGN_OR_RETURN(const Transport transport, OfferedTransport(req.transport()));
+  const bool verbs = transport == Transport::kVerbs;
+  IncomingAttempt attempt;
+  attempt.host = host;
+  attempt.generation = req.generation();
+  attempt.remote = req.endpoint_info();
+  attempt.remote_slot_bytes = req.slot_bytes();
+  attempt.transport = transport;
   Entry* e = nullptr;
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
-    auto p = peers_.find(host);
-    if (p == peers_.end()) return Status(Code::kInvalid, "Connect before Hello");
-    instance = p->second.instance;
-    auto& slot = in_[host];
-    if (!slot) {
-      slot = std::make_unique<Entry>();
-      slot->config.name = host;
-      slot->config.transport = "tcp";
-      slot->origin = PeerOrigin::kIncoming;
-      slot->state = PeerState::kConnecting;
-    }
-    e = slot.get();
-    if (req.generation() <= e->generation) {
-      return Status(Code::kLinkDown, "generation " + std::to_string(req.generation()) +
-                                         " is not above " + std::to_string(e->generation) +
-                                         "; reconnect with a higher one");
-    }
-  }
-  std::string remote = req.endpoint_info();
+  MCDMA_ASSIGN_OR_RETURN(e, AdmitIncoming(host, req.generation(), &attempt.instance));
   if (!verbs) {
     std::string remote_host = source_ip.empty() ? "127.0.0.1" : source_ip;
-    MCDMA_ASSIGN_OR_RETURN(remote, driver::tcp::RebaseEndpointInfo(remote, remote_host));
+    MCDMA_ASSIGN_OR_RETURN(attempt.remote,
+                           driver::tcp::RebaseEndpointInfo(attempt.remote, remote_host));
   }
-  const Transport transport = *asked;
-  auto ep = engine_.Run([&] { return engine_.CreateLinkEndpoint(transport); });
-  if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
-  MCDMA_RETURN_IF_ERROR(ep->status());
-  std::shared_ptr<driver::Endpoint> endpoint = std::move(*ep).value();
+  MCDMA_ASSIGN_OR_RETURN(std::shared_ptr<driver::Endpoint> endpoint, NewLinkEndpoint(transport));
   std::string local_info = endpoint->LocalInfo();
   v1::VerbsPath path;
   if (verbs) {
-    MCDMA_ASSIGN_OR_RETURN(path, DescribeVerbsPath(engine_.verbs_info(), local_info, remote));
+    MCDMA_ASSIGN_OR_RETURN(path,
+                           DescribeVerbsPath(engine_.verbs_info(), local_info, attempt.remote));
   }
   v1::PeerConnectReply rep;
   rep.set_endpoint_info(local_info);
   rep.set_generation(req.generation());
   rep.set_slot_bytes(options_.link_slot_bytes);
-  uint64_t generation = req.generation();
-  uint64_t old_link = 0;
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
-    if (e->removed) return Status(Code::kLinkDown, "the link was removed meanwhile");
-    old_link = e->link_id;
-    e->generation = generation;
-    e->link_id = 0;
-    e->config.transport = req.transport();
-    e->transport = transport;
-    e->transport_reason = "chosen by the peer that dialed";
-    e->verbs_path = path;
-    if (e->state == PeerState::kUp)
-      e->last_error = "the peer connected again (generation " + std::to_string(generation) + ")";
-    e->last_error_reason = Reason::kNone;
-    SetState(e, PeerState::kConnecting);
-    // The data connection completes once the caller has our endpoint: on
-    // a thread of its own, after this reply is sent.
-    // Join the connectors that have finished (reconnect storms must not pile up threads).
-    for (auto it = connectors_.begin(); it != connectors_.end();) {
-      if (it->done->load()) {
-        it->thread.join();
-        it = connectors_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    connectors_.push_back(
-        {std::thread([this, e, endpoint, remote, host, instance, generation, done,
-                      remote_slot_bytes = req.slot_bytes(), transport] {
-           struct MarkDone {
-             std::atomic<bool>& flag;
-             ~MarkDone() { flag.store(true); }
-           } mark{*done};
-           auto conn = endpoint->Connect(remote);
-           Status st = conn.status();
-           if (st.ok()) {
-             LinkSpec spec{host,     LinkOrigin::kIn,   generation,
-                           instance, remote_slot_bytes, transport};
-             // Installed and recorded in one engine step: a link-down
-             // report (also on the engine thread) cannot fall in between.
-             auto r = engine_.Run([&]() -> Status {
-               std::lock_guard lock(mu_);
-               if (e->removed || stopping_ || e->generation != generation)
-                 return Status(Code::kLinkDown, "superseded while connecting");
-               MCDMA_ASSIGN_OR_RETURN(uint64_t id,
-                                      engine_.InstallLink(spec, std::move(conn).value()));
-               if (e->ever_up && e->state != PeerState::kUp) ++e->reconnects;
-               e->ever_up = true;
-               e->link_id = id;
-               e->last_heartbeat = std::chrono::steady_clock::now();
-               SetState(e, PeerState::kUp);
-               return Status::Ok();
-             });
-             st = !r ? Status(Code::kUnavailable, "the engine has stopped") : *r;
-           }
-           std::lock_guard lock(mu_);
-           if (e->removed || e->generation != generation) return;  // superseded meanwhile
-           if (st.ok()) {
-             spdlog::get("peer")->info("link from '{}' up (generation {})", host, generation);
-           } else {
-             e->last_error = "data connection: " + st.message();
-             e->last_error_reason = st.reason();
-             SetState(e, PeerState::kDown);
-             spdlog::get("peer")->warn("link from '{}' failed: {}", host, st.ToString());
-           }
-         }),
-         done});
-  }
+  const uint64_t generation = req.generation();
+  MCDMA_ASSIGN_OR_RETURN(uint64_t old_link,
+                         BeginIncoming(e, endpoint, std::move(attempt), req.transport(), path));
   if (old_link != 0) {
     (void)engine_.Run([&] {
       engine_.DropLink(old_link, Code::kLinkDown,
@@ -172,11 +82,130 @@ Result<v1::PeerConnectReply> LinkManager::OnConnect(const std::string& host,
   return rep;
 }
 
+Result<Transport> LinkManager::OfferedTransport(const std::string& name) const {
+  const std::optional<Transport> asked = TransportFromName(name);
+  const bool verbs = asked == Transport::kVerbs;
+  if (asked != Transport::kTcp && !(verbs && engine_.has_verbs())) {
+    return Status(Code::kInvalid, Reason::kTransportRefused,
+                  "transport \"" + name + "\" is not offered here");
+  }
+  return *asked;
+}
+
+Result<LinkManager::Entry*> LinkManager::AdmitIncoming(const std::string& host, uint64_t generation,
+                                                       std::string* instance) {
+  MutexLock lock(mu_);
+  if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
+  auto p = peers_.find(host);
+  if (p == peers_.end()) return Status(Code::kInvalid, "Connect before Hello");
+  *instance = p->second.instance;
+  auto& slot = in_[host];
+  if (!slot) {
+    slot = std::make_unique<Entry>();
+    slot->config.name = host;
+    slot->config.transport = "tcp";
+    slot->origin = PeerOrigin::kIncoming;
+    slot->state = PeerState::kConnecting;
+  }
+  Entry* e = slot.get();
+  if (generation <= e->generation) {
+    return Status(Code::kLinkDown, "generation " + std::to_string(generation) + " is not above " +
+                                       std::to_string(e->generation) +
+                                       "; reconnect with a higher one");
+  }
+  return e;
+}
+
+Result<uint64_t> LinkManager::BeginIncoming(Entry* e, std::shared_ptr<driver::Endpoint> endpoint,
+                                            IncomingAttempt attempt,
+                                            const std::string& transport_name,
+                                            const v1::VerbsPath& path) {
+  MutexLock lock(mu_);
+  if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
+  if (e->removed) return Status(Code::kLinkDown, "the link was removed meanwhile");
+  const uint64_t old_link = e->link_id;
+  const uint64_t generation = attempt.generation;
+  e->generation = generation;
+  e->link_id = 0;
+  e->config.transport = transport_name;
+  e->transport = attempt.transport;
+  e->transport_reason = "chosen by the peer that dialed";
+  e->verbs_path = path;
+  if (e->state == PeerState::kUp)
+    e->last_error = "the peer connected again (generation " + std::to_string(generation) + ")";
+  e->last_error_reason = Reason::kNone;
+  SetState(e, PeerState::kConnecting);
+  // The data connection completes once the caller has our endpoint: on
+  // a thread of its own, after this reply is sent.
+  JoinFinishedConnectors();
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  connectors_.push_back(
+      {std::thread([this, e, endpoint = std::move(endpoint), attempt = std::move(attempt), done] {
+         struct MarkDone {
+           std::atomic<bool>& flag;
+           ~MarkDone() { flag.store(true); }
+         } mark{*done};
+         CompleteIncoming(e, *endpoint, attempt);
+       }),
+       done});
+  return old_link;
+}
+
+void LinkManager::JoinFinishedConnectors() {
+  for (auto it = connectors_.begin(); it != connectors_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = connectors_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void LinkManager::CompleteIncoming(Entry* e, driver::Endpoint& endpoint,
+                                   const IncomingAttempt& attempt) {
+  auto conn = endpoint.Connect(attempt.remote);
+  Status st = conn.status();
+  if (st.ok()) st = InstallIncoming(e, attempt, conn.value());
+  MutexLock lock(mu_);
+  if (e->removed || e->generation != attempt.generation) return;  // superseded meanwhile
+  if (st.ok()) {
+    spdlog::get("peer")->info("link from '{}' up (generation {})", attempt.host,
+                              attempt.generation);
+  } else {
+    e->last_error = "data connection: " + st.message();
+    e->last_error_reason = st.reason();
+    SetState(e, PeerState::kDown);
+    spdlog::get("peer")->warn("link from '{}' failed: {}", attempt.host, st.ToString());
+  }
+}
+
+Status LinkManager::InstallIncoming(Entry* e, const IncomingAttempt& attempt,
+                                    std::unique_ptr<driver::Connection>& conn) {
+  LinkSpec spec{attempt.host,     LinkOrigin::kIn,           attempt.generation,
+                attempt.instance, attempt.remote_slot_bytes, attempt.transport};
+  // Installed and recorded in one engine step: a link-down report (also on
+  // the engine thread) cannot fall in between.
+  auto r = engine_.Run([&]() -> Status {
+    MutexLock lock(mu_);
+    if (e->removed || stopping_ || e->generation != attempt.generation)
+      return Status(Code::kLinkDown, "superseded while connecting");
+    MCDMA_ASSIGN_OR_RETURN(uint64_t id, engine_.InstallLink(spec, std::move(conn)));
+    if (e->ever_up && e->state != PeerState::kUp) ++e->reconnects;
+    e->ever_up = true;
+    e->link_id = id;
+    e->last_heartbeat = std::chrono::steady_clock::now();
+    SetState(e, PeerState::kUp);
+    return Status::Ok();
+  });
+  return !r ? Status(Code::kUnavailable, "the engine has stopped") : *r;
+}
+
 Result<v1::PeerHeartbeatReply> LinkManager::OnHeartbeat(const std::string& host,
                                                         const v1::PeerHeartbeatRequest& req) {
   v1::PeerHeartbeatReply rep;
   rep.set_echo_timestamp_ns(req.timestamp_ns());
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = in_.find(host);
   if (it == in_.end()) return rep;  // generation 0: reconnect
   Entry* e = it->second.get();
@@ -199,7 +228,7 @@ void LinkManager::OnGoodbye(const std::string& host, const v1::PeerGoodbyeReques
   if (!req.detail().empty()) why += ": " + req.detail().substr(0, 256);
   spdlog::get("peer")->info("{}", why);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = in_.find(host); it != in_.end()) {
       it->second->link_id = 0;
       it->second->last_error = why;

@@ -60,7 +60,7 @@ PeerChannel::PeerChannel(std::string target, std::string expected_peer, std::str
 }
 
 std::string PeerChannel::ticket() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (std::chrono::steady_clock::now() >= ticket_renew_) ticket_.clear();
   return ticket_;
 }
@@ -107,7 +107,7 @@ Status PeerChannel::Authenticate(Millis timeout) {
   MCDMA_ASSIGN_OR_RETURN(peer_auth::Session session, initiator.OnTicket(t));
   stream->WritesDone();
   (void)stream->Finish();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ticket_ = session.ticket;
   // Renew before half the lifetime has passed (peer.proto).
   ticket_renew_ = std::chrono::steady_clock::now() + session.ttl / 2;
@@ -130,7 +130,7 @@ Result<Rep> PeerChannel::CallWithTicket(const Req& req, Millis timeout, Fn fn) {
     grpc::Status gs = (stub_.get()->*fn)(&ctx, req, &rep);
     if (gs.ok()) return rep;
     if (gs.error_code() == grpc::StatusCode::UNAUTHENTICATED && attempt == 0) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ticket_.clear();
       continue;
     }

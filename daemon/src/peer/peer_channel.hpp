@@ -8,12 +8,12 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "mcdma/status.hpp"
 #include "mcdma/v1/peer.grpc.pb.h"
 #include "mcdma_auth/fabric_key.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 
 namespace mcdma::daemon {
 
@@ -36,7 +36,7 @@ class PeerChannel {
 
   // Authenticates now (drops any ticket held). PERMISSION_DENIED "fabric key
   // mismatch ..." when either side's proof fails.
-  Status Authenticate(Millis timeout);
+  Status Authenticate(Millis timeout) MCDMA_EXCLUDES(mu_);
 
   // Each call authenticates first if no ticket is held, and once more if the
   // peer answers UNAUTHENTICATED (it restarted, or the ticket expired).
@@ -51,8 +51,8 @@ class PeerChannel {
 
  private:
   template <typename Req, typename Rep, typename Fn>
-  Result<Rep> CallWithTicket(const Req& req, Millis timeout, Fn fn);
-  std::string ticket();
+  Result<Rep> CallWithTicket(const Req& req, Millis timeout, Fn fn) MCDMA_EXCLUDES(mu_);
+  std::string ticket() MCDMA_EXCLUDES(mu_);
 
   const std::string target_;
   const std::string expected_peer_;
@@ -61,9 +61,9 @@ class PeerChannel {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Peer::Stub> stub_;
 
-  std::mutex mu_;
-  std::string ticket_;                                  // guarded by mu_
-  std::chrono::steady_clock::time_point ticket_renew_;  // guarded by mu_
+  Mutex mu_;
+  std::string ticket_ MCDMA_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point ticket_renew_ MCDMA_GUARDED_BY(mu_);
 };
 
 }  // namespace mcdma::daemon

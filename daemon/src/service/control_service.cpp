@@ -2,11 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <mutex>
-
-#include "service/grpc_status.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
+#include "mcdma_internal/thread_annotations.hpp"
 #include "peer/link_manager.hpp"
+#include "service/grpc_status.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -15,8 +14,9 @@ const grpc::Status kStopping(grpc::StatusCode::UNAVAILABLE, "UNAVAILABLE: the da
 // Lets the engine cancel a stream only while its handler still runs: the
 // handler clears `ctx` before it returns, under the same lock.
 struct CancelGuard {
-  std::mutex mu;
-  grpc::ServerContext* ctx = nullptr;
+  explicit CancelGuard(grpc::ServerContext* c) : ctx(c) {}
+  Mutex mu;
+  grpc::ServerContext* ctx MCDMA_GUARDED_BY(mu);
 };
 }  // namespace
 
@@ -58,13 +58,12 @@ grpc::Status ControlService::OpenSession(
     hello.uid = source->credentials->uid;
     hello.pid = source->credentials->pid;
   }
-  auto guard = std::make_shared<CancelGuard>();
-  guard->ctx = ctx;
+  auto guard = std::make_shared<CancelGuard>(ctx);
   auto opened = engine_.Run([&]() -> Result<OpenedInfo> {
     auto r = engine_.OpenSession(hello);
     if (r.ok()) {
       engine_.SetStreamCanceller(r->session_id, [guard] {
-        std::lock_guard lock(guard->mu);
+        MutexLock lock(guard->mu);
         if (guard->ctx != nullptr) guard->ctx->TryCancel();
       });
     }
@@ -98,7 +97,7 @@ grpc::Status ControlService::OpenSession(
     }
   }
   {
-    std::lock_guard lock(guard->mu);
+    MutexLock lock(guard->mu);
     guard->ctx = nullptr;
   }
   (void)engine_.Run([&] {
