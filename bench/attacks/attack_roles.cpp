@@ -1,4 +1,4 @@
-#include "attacks/attack_roles.hpp"
+#include "attack_roles.hpp"
 
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
@@ -23,7 +23,7 @@
 #include "mcdma/v1/peer.grpc.pb.h"
 #include "platform/socket.hpp"
 
-namespace bench::attacks {
+namespace mcdma::bench::attacks {
 namespace {
 
 using std::chrono::milliseconds;
@@ -330,4 +330,4 @@ int RunAttacker(const std::string& role, const std::string& socket, const std::s
   return 2;
 }
 
-}  // namespace bench::attacks
+}  // namespace mcdma::bench::attacks

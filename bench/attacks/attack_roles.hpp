@@ -1,4 +1,4 @@
-// The hostile apps of mcdma_bench_attacks (bench/attacks.cpp), each run as
+// The hostile apps of mcdma_bench_attacks (attacks_bench.cpp), each run as
 // its own process: `mcdma_bench_attacks attacker ROLE SOCKET PEER_IP
 // PEER_PORT READY_FD`, as another user than the well-behaved apps when the
 // benchmark runs as root (setpriv), and the keyless peer from another
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace bench::attacks {
+namespace mcdma::bench::attacks {
 
 struct AttackInfo {
   const char* key;          // the role name on the command line
@@ -28,4 +28,4 @@ int RunAttacker(const std::string& role, const std::string& socket, const std::s
 // A service name the attackers use for their own traffic.
 inline constexpr char kSinkService[] = "attack.sink";
 
-}  // namespace bench::attacks
+}  // namespace mcdma::bench::attacks

@@ -3,7 +3,7 @@
 // directly: no manifest, no notifications, no checksums.
 //
 //   serve (host A): allocates one buffer per layer, fills layer i with the
-//     bulk pattern of round i (net_roles.cpp's FillBulkPattern, which
+//     bulk pattern of round i (bench/link/net_roles.cpp's FillBulkPattern, which
 //     kv_bench.py reproduces in numpy), exports it as "<prefix>.<i>"
 //     (readable by --peer), prints "ready" and keeps the exports until its
 //     stdin closes (or --run-limit passes).
@@ -26,18 +26,19 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "daemon_path.hpp"
-#include "harness.hpp"
+#include "harness/daemon_echo.hpp"
+#include "harness/endpoint.hpp"
 #include "link_roles.hpp"
 #include "mcdma/client.hpp"
 
 namespace {
 
-using bench::Clock;
+using mcdma::harness::Clock;
 
 // The exports can lag the link by a heartbeat; the first Resolve retries.
 constexpr auto kFirstResolveRetry = std::chrono::seconds(30);
@@ -62,9 +63,7 @@ int Fail(const char* role, const mcdma::Status& st) {
 }
 
 mcdma::Result<std::unique_ptr<mcdma::Client>> Connect(const Options& o, const char* app) {
-  bench::RoleOptions role;
-  role.socket = o.socket;
-  return bench::ConnectWithRetry(role, app);
+  return mcdma::harness::ConnectWithRetry(o.socket, app);
 }
 
 int Serve(const Options& o) {
@@ -74,7 +73,7 @@ int Serve(const Options& o) {
   for (uint32_t i = 0; i < o.layers; ++i) {
     auto buffer = (*client)->Alloc(o.layer_bytes);
     if (!buffer.ok()) return Fail("serve", buffer.status());
-    bench::FillBulkPattern({buffer->data(), o.layer_bytes}, i);
+    mcdma::bench::FillBulkPattern({buffer->data(), o.layer_bytes}, i);
     mcdma::ExportOptions options;
     options.allowed_peers = {o.peer};
     mcdma::Status st = (*client)->Export(*buffer, ExportName(o, i), options);
@@ -83,7 +82,7 @@ int Serve(const Options& o) {
   }
   printf("ready\n");
   fflush(stdout);
-  bench::WaitForLifeline(STDIN_FILENO, std::chrono::seconds(o.run_limit_s));
+  mcdma::harness::WaitForLifeline(STDIN_FILENO, std::chrono::seconds(o.run_limit_s));
   return 0;
 }
 
@@ -156,7 +155,7 @@ class Reader {
                                                        std::to_string(o_.layers * o_.layer_bytes));
     }
     for (uint32_t i = 0; i < o_.layers; ++i) {
-      mcdma::Status st = bench::CheckBulkPattern({local[i].data(), o_.layer_bytes}, i);
+      mcdma::Status st = mcdma::bench::CheckBulkPattern({local[i].data(), o_.layer_bytes}, i);
       if (!st.ok()) {
         return mcdma::Status(st.code(), "layer " + std::to_string(i) + ": " + st.message());
       }
@@ -213,12 +212,7 @@ int Main(int argc, char** argv) {
   CLI::App* read = app.add_subcommand("read", "Read them, one round per stdin line (host B)");
   common(read);
   read->add_option("--timeout-ms", o.timeout_ms, "Deadline of one round's reads");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
+  if (std::optional<int> done = mcdma::harness::ParseCommandLine(app, argc, argv)) return *done;
   if (o.layer_bytes % 8 != 0) {
     fprintf(stderr, "mcdma_bench_kv_raw: --layer-bytes must be a multiple of 8\n");
     return 2;
@@ -229,5 +223,5 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench::GuardedMain("mcdma_bench_kv_raw", Main, argc, argv);
+  return mcdma::harness::GuardedMain("mcdma_bench_kv_raw", Main, argc, argv);
 }

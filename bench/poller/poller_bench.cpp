@@ -28,6 +28,8 @@
 #include <vector>
 
 #include "driver/tcp/tcp_socket.hpp"
+#include "harness/endpoint.hpp"
+#include "harness/latency.hpp"
 #include "platform/poller.hpp"
 #include "platform/socket.hpp"
 
@@ -210,11 +212,7 @@ void BlockingEnd(int fd, size_t bytes, int rounds, bool initiator, std::vector<d
   }
 }
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
+using mcdma::harness::Percentile;
 
 struct Result {
   double p50 = 0, p99 = 0;
@@ -303,10 +301,5 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "mcdma_bench_poller: %s\n", e.what());
-    return 1;
-  }
+  return mcdma::harness::GuardedMain("mcdma_bench_poller", Main, argc, argv);
 }

@@ -11,16 +11,17 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <map>
+#include <optional>
 
+#include "harness/endpoint.hpp"
+#include "harness/files.hpp"
 #include "link_cli.hpp"
-#include "link_hosts.hpp"
 #include "verbs_runner.hpp"
 
+namespace mcdma::bench {
 namespace {
 
-constexpr size_t kMaxPayload = 16u << 20;
-
-void AddHostOptions(CLI::App& app, const char* side, bench::VerbsHost& host) {
+void AddHostOptions(CLI::App& app, const char* side, VerbsHost& host) {
   std::string s = side;
   app.add_option("--device-" + s, host.device, "RDMA device of host " + s);
   app.add_option("--interface-" + s, host.interface, "Interface host " + s + "'s GID is on");
@@ -30,25 +31,13 @@ void AddHostOptions(CLI::App& app, const char* side, bench::VerbsHost& host) {
       ->check(CLI::Range(-1, 65535));
 }
 
-void AddOptions(CLI::App& app, bench::VerbsOptions& o) {
+void AddOptions(CLI::App& app, VerbsOptions& o) {
   app.add_option("--out", o.out, "Directory for the CSVs, summary.csv and logs/");
   app.add_option("--profile", o.profile, "Both daemons' --verbs-profile")
       ->check(CLI::IsMember({"linux-rc", "mcdma-cx5", "apple-tb5"}));
   AddHostOptions(app, "a", o.a);
   AddHostOptions(app, "b", o.b);
-  app.add_option("--iterations", o.iterations, "Timed round trips per latency payload")
-      ->check(CLI::Range(1, 10000000));
-  app.add_option("--warmup", o.warmup, "Untimed round trips before them")
-      ->check(CLI::Range(0, 10000000));
-  app.add_option("--payloads", o.payloads, "Latency payload sizes in bytes, comma-separated")
-      ->delimiter(',')
-      ->check(CLI::Range(size_t{1}, kMaxPayload));
-  app.add_option("--bulk-bytes", o.bulk_bytes, "Bytes per bandwidth transfer (and buffer size)")
-      ->check(CLI::Range(uint64_t{1} << 20, uint64_t{4} << 30));
-  app.add_option("--bulk-op-bytes", o.op_bytes, "Piece size of the daemon's WriteBatch/ReadBatch")
-      ->check(CLI::Range(uint64_t{4096}, uint64_t{4} << 30));
-  app.add_option("--bulk-repeats", o.repeats, "Timed transfers per direction (after one untimed)")
-      ->check(CLI::Range(1, 100));
+  AddPlanOptions(app, o, BulkLimits{uint64_t{1} << 20, uint64_t{4} << 30, 4096, 100});
   app.add_option("--perftest-bw-bytes", o.perftest_bw_bytes,
                  "Message size (-s) of ib_write_bw and ib_read_bw")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
@@ -70,30 +59,15 @@ void AddOptions(CLI::App& app, bench::VerbsOptions& o) {
   app.add_option("--mechanisms", o.mechanisms, "Which rows: daemon, perftest")
       ->delimiter(',')
       ->check(CLI::IsMember({"daemon", "perftest"}));
-  app.add_option("--daemon", o.daemon,
-                 "mcdma-rpcd binary (default: <bench dir>/../daemon/mcdma-rpcd)");
-  app.add_option("--mcdmactl", o.mcdmactl,
-                 "mcdmactl binary (default: <bench dir>/../tools/mcdmactl/mcdmactl)");
   app.add_option("--perftest-dir", o.perftest_dir,
                  "Directory holding ib_write_lat etc. (default: found on PATH)");
-  app.add_option("--daemon-log-level", o.daemon_log_level, "The daemons' --log-level");
-  app.add_option(
-         "--daemon-arg", o.daemon_args,
-         "One more flag for both daemons, e.g. --daemon-arg=--spin-budget-us=0 (repeatable)")
-      ->allow_extra_args(false);
-  app.add_option("--timeout-ms", o.timeout_ms, "Deadline of one round trip")
-      ->check(CLI::Range(1, 600000));
-  app.add_option("--run-limit", o.run_limit_s, "Seconds one app client run may take")
-      ->check(CLI::Range(1, 86400));
-  app.add_option("--link-wait", o.link_wait_s, "Seconds the verbs link may take to come up")
-      ->check(CLI::Range(1, 3600));
 }
 
 // The perftest directory: --perftest-dir, else where ib_write_lat is on
 // PATH; "" when neither.
 std::string PerftestDir(const std::string& given) {
   if (!given.empty()) return given;
-  std::string found = bench::FindInPath("ib_write_lat");
+  std::string found = harness::FindInPath("ib_write_lat");
   return found.empty() ? "" : std::filesystem::path(found).parent_path().string();
 }
 
@@ -103,24 +77,19 @@ int Main(int argc, char** argv) {
       "with perftest on the same RDMA devices (run it in the Soft-RoCE VM: "
       "bench/verbs/run-in-vm.sh). All figures are emulated there: for pass/fail and ratios only"};
   app.option_defaults()->always_capture_default();
-  bench::VerbsOptions options;
+  VerbsOptions options;
   AddOptions(app, options);
-  bench::LinkRoleOptions role;
-  CLI::App* child = bench::AddLinkChild(app, role);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
-  if (child->parsed()) return bench::RunLinkRole(role, "mcdma_bench_verbs", bench::DaemonRoles());
+  LinkRoleOptions role;
+  CLI::App* child = AddLinkChild(app, role);
+  if (std::optional<int> done = harness::ParseCommandLine(app, argc, argv)) return *done;
+  if (child->parsed()) return RunLinkRole(role, "mcdma_bench_verbs", DaemonRoles());
 
-  auto self = bench::SelfExePath();
+  auto self = harness::SelfExePath();
   if (!self.ok()) {
     fprintf(stderr, "mcdma_bench_verbs: %s\n", self.status().message().c_str());
     return 1;
   }
-  bench::VerbsPlan plan;
+  VerbsPlan plan;
   plan.options = options;
   bool perftest = std::find(options.mechanisms.begin(), options.mechanisms.end(), "perftest") !=
                   options.mechanisms.end();
@@ -133,12 +102,13 @@ int Main(int argc, char** argv) {
       return 1;
     }
   }
-  plan.link = bench::PlanFrom(options, *self);
-  return bench::RunVerbsBench(std::move(plan));
+  plan.link = PlanFrom(options, *self);
+  return RunVerbsBench(std::move(plan));
 }
 
 }  // namespace
+}  // namespace mcdma::bench
 
 int main(int argc, char** argv) {
-  return bench::GuardedMain("mcdma_bench_verbs", Main, argc, argv);
+  return mcdma::harness::GuardedMain("mcdma_bench_verbs", mcdma::bench::Main, argc, argv);
 }

@@ -18,7 +18,7 @@
 
 #include "link_orchestrator.hpp"
 
-namespace bench {
+namespace mcdma::bench {
 
 // One side of the link: the device, the interface its GID is on, the
 // address its daemon (and perftest's server, on B) listens on.
@@ -72,4 +72,4 @@ struct VerbsPlan {
   LinkPlan link;
 };
 
-}  // namespace bench
+}  // namespace mcdma::bench

@@ -11,13 +11,16 @@
 #include <thread>
 #include <vector>
 
-#include "link_hosts.hpp"
-#include "link_orchestrator.hpp"
-#include "process.hpp"
+#include "harness/child.hpp"
+#include "harness/files.hpp"
 
-namespace bench {
+namespace mcdma::bench {
 
 namespace {
+
+using harness::Clock;
+using harness::LastLines;
+using harness::ReadFile;
 
 // The numbers of one line of perftest's output, split on blanks and commas;
 // nullopt when a field is not a number.
@@ -45,7 +48,7 @@ constexpr auto kServerFinish = std::chrono::seconds(10);
 constexpr int kTailLines = 4;
 
 std::string ReadTrimmed(const std::string& path) {
-  std::string text = ReadTextFile(path);
+  std::string text = ReadFile(path);
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   return text;
 }
@@ -58,7 +61,7 @@ bool Listening(uint16_t port) {
   char want[8];
   snprintf(want, sizeof(want), ":%04X", port);
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::istringstream lines(ReadTextFile(table));
+    std::istringstream lines(ReadFile(table));
     std::string line;
     while (std::getline(lines, line)) {
       std::istringstream fields(line);
@@ -75,7 +78,7 @@ bool Listening(uint16_t port) {
 }
 
 std::string Tail(const std::string& path) {
-  std::string tail = LastLines(ReadTextFile(path), kTailLines);
+  std::string tail = LastLines(ReadFile(path), kTailLines);
   while (!tail.empty() && tail.back() == '\n') tail.pop_back();
   for (char& c : tail) c = c == '\n' ? '/' : c;
   return tail;
@@ -140,21 +143,24 @@ mcdma::Result<PerftestOutput> RunPerftest(const VerbsPlan& plan, const PerftestR
   const VerbsOptions& o = plan.options;
   const std::string tool = plan.perftest_dir + "/" + run.tool;
   const std::string log_base = o.out + "/logs/" + run.name;
-  SpawnOptions server_spawn;
-  server_spawn.name = run.tool + " server (" + o.b.device + ")";
-  server_spawn.argv = EndArgs(tool, o.b, run.args, port);
-  server_spawn.stdout_path = log_base + ".server.log";
-  server_spawn.stderr_path = log_base + ".server.stderr";
-  MCDMA_ASSIGN_OR_RETURN(ChildProcess server, ChildProcess::Spawn(server_spawn));
+  // Both ends' output stays in the logs; this process's stdin is theirs.
+  auto end_spawn = [&](const std::string& name, const std::string& side) {
+    harness::SpawnOptions spawn = harness::LoggedSpawn(name, log_base + "." + side + ".stderr");
+    spawn.stdout_path = log_base + "." + side + ".log";
+    return spawn;
+  };
+  const harness::SpawnOptions server_spawn =
+      end_spawn(run.tool + " server (" + o.b.device + ")", "server");
+  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<harness::Child> server,
+                         harness::Child::Spawn(EndArgs(tool, o.b, run.args, port), server_spawn));
 
   auto deadline = Clock::now() + kListenWait;
   while (!Listening(port)) {
-    auto ended = server.Wait(std::chrono::milliseconds(0));
-    if (ended.ok()) {
-      return mcdma::Status(mcdma::Code::kInternal,
-                           server_spawn.name + " ended before it listened (" +
-                               DescribeWaitStatus(*ended) + "): " + Tail(server_spawn.stdout_path) +
-                               " " + Tail(server_spawn.stderr_path));
+    if (auto ended = server->WaitExit(harness::Millis(0))) {
+      return mcdma::Status(
+          mcdma::Code::kInternal,
+          server_spawn.name + " ended before it listened (" + harness::DescribeStatus(*ended) +
+              "): " + Tail(server_spawn.stdout_path) + " " + Tail(server_spawn.stderr_path));
     }
     if (Clock::now() >= deadline) {
       return mcdma::Status(mcdma::Code::kTimeout, server_spawn.name + " not listening on port " +
@@ -166,35 +172,41 @@ mcdma::Result<PerftestOutput> RunPerftest(const VerbsPlan& plan, const PerftestR
 
   std::vector<std::string> client_argv = EndArgs(tool, o.a, run.args, port);
   client_argv.push_back(o.b.address);
-  const std::string client_out = log_base + ".client.log";
-  const std::string client_err = log_base + ".client.stderr";
+  const harness::SpawnOptions client_spawn =
+      end_spawn(run.tool + " client (" + o.a.device + ")", "client");
   auto t0 = Clock::now();
-  auto client = RunCommand(client_argv, client_out, client_err,
-                           std::chrono::seconds(plan.options.perftest_limit_s));
+  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<harness::Child> client,
+                         harness::Child::Spawn(client_argv, client_spawn));
+  auto client_status = client->WaitExit(std::chrono::seconds(plan.options.perftest_limit_s));
+  if (!client_status) client->Kill();
   double wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  auto server_status = server.Wait(kServerFinish);
-  if (!server_status.ok()) server.Kill();
+  auto server_status = server->WaitExit(kServerFinish);
+  if (!server_status) server->Kill();
   const std::string what = run.tool + " " + run.name;
-  if (!client.ok()) {
-    return mcdma::Status(client.status().code(),
-                         what + ": client: " + client.status().message() + "; client said: " +
-                             Tail(client_out) + "; server said: " + Tail(server_spawn.stdout_path));
+  if (!client_status) {
+    return mcdma::Status(mcdma::Code::kTimeout,
+                         what + ": client: did not finish within " +
+                             std::to_string(plan.options.perftest_limit_s) +
+                             " s; client said: " + Tail(client_spawn.stdout_path) +
+                             "; server said: " + Tail(server_spawn.stdout_path));
   }
-  if (ExitCode(*client) != 0) {
+  if (harness::ExitCode(*client_status) != 0) {
     return mcdma::Status(mcdma::Code::kInternal,
-                         what + ": client " + DescribeWaitStatus(*client) + ": " +
-                             Tail(client_out) + " " + Tail(client_err) + "; server said: " +
-                             Tail(server_spawn.stdout_path) + " " + Tail(server_spawn.stderr_path));
+                         what + ": client " + harness::DescribeStatus(*client_status) + ": " +
+                             Tail(client_spawn.stdout_path) + " " + Tail(client_spawn.stderr_path) +
+                             "; server said: " + Tail(server_spawn.stdout_path) + " " +
+                             Tail(server_spawn.stderr_path));
   }
-  if (!server_status.ok() || ExitCode(*server_status) != 0) {
+  if (!server_status || harness::ExitCode(*server_status) != 0) {
     return mcdma::Status(mcdma::Code::kInternal,
                          what + ": server " +
-                             (server_status.ok() ? DescribeWaitStatus(*server_status)
-                                                 : std::string("did not finish; killed")) +
+                             (server_status ? harness::DescribeStatus(*server_status)
+                                            : std::string("did not finish; killed")) +
                              ": " + Tail(server_spawn.stdout_path) + " " +
                              Tail(server_spawn.stderr_path));
   }
-  return PerftestOutput{ReadTextFile(client_out), ReadTextFile(client_err), wall_s};
+  return PerftestOutput{ReadFile(client_spawn.stdout_path), ReadFile(client_spawn.stderr_path),
+                        wall_s};
 }
 
 std::string ClockSamplingFailure(const PerftestOutput& out) {
@@ -255,4 +267,4 @@ mcdma::Result<double> ParseAverageBandwidth(const std::string& text, uint64_t ms
                        "no result row for " + std::to_string(msg_bytes) + " B under the header");
 }
 
-}  // namespace bench
+}  // namespace mcdma::bench

@@ -18,7 +18,7 @@
 #include "mcdma/status.hpp"
 #include "verbs_options.hpp"
 
-namespace bench {
+namespace mcdma::bench {
 
 // The index of `device` port 1's RoCE v2 GID that is IPv4-mapped
 // (::ffff:a.b.c.d), read from /sys/class/infiniband/<device>/ports/1/
@@ -63,4 +63,4 @@ mcdma::Result<std::vector<uint64_t>> ParseUnsortedLatency(const std::string& tex
 // --report_gbits output, as GB/s (10^9 B/s). perftest's Gb is 10^9 bits.
 mcdma::Result<double> ParseAverageBandwidth(const std::string& text, uint64_t msg_bytes);
 
-}  // namespace bench
+}  // namespace mcdma::bench

@@ -1,18 +1,20 @@
 #include "verbs_report.hpp"
 
-#include <string.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <memory>
 #include <optional>
 
-#include "report.hpp"
+#include "harness/files.hpp"
+#include "harness/report.hpp"
 
-namespace bench {
+namespace mcdma::bench {
 
 namespace {
+
+using harness::CsvField;
+using harness::Fixed;
+using harness::FormatBytes;
+using harness::Median;
+using harness::Summary;
 
 const LatencyRow* FindLatency(const std::vector<LatencyRow>& rows, const std::string& key,
                               size_t payload) {
@@ -39,56 +41,32 @@ std::optional<double> BandwidthRatio(const std::vector<BandwidthRow>& rows,
   return Median(d->mbps) / Median(p->mbps);
 }
 
-// A CSV field: quoted, inner quotes doubled, newlines flattened.
-std::string CsvField(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"')
-      out += "\"\"";
-    else if (c == '\n' || c == '\r')
-      out += ' ';
-    else
-      out += c;
-  }
-  return out + "\"";
-}
-
 constexpr char kLatencyRowFormat[] = "%-42s %-8s %10s %10s %10s %10s\n";
 constexpr char kBandwidthRowFormat[] = "%-42s %-9s %-8s %10s %10s %10s\n";
 
 }  // namespace
 
-mcdma::Status WriteSampleCsv(const std::string& path, const std::vector<uint64_t>& nanos) {
-  File f(fopen(path.c_str(), "w"));
-  if (!f) return FileError("open", path);
-  fputs("sample_ns\n", f.get());
-  for (uint64_t ns : nanos) fprintf(f.get(), "%llu\n", static_cast<unsigned long long>(ns));
-  if (fclose(f.release()) != 0) return FileError("close", path);
-  return mcdma::Status::Ok();
-}
-
 mcdma::Status WriteSummaryCsv(const std::string& path, const std::vector<LatencyRow>& latency,
                               const std::vector<BandwidthRow>& bandwidth) {
-  File f(fopen(path.c_str(), "w"));
-  if (!f) return FileError("open", path);
-  fputs(
+  std::string csv =
       "kind,mechanism,label,payload_or_direction,count,p50_us,p95_us,p99_us,max_us,"
-      "mbps_median,mbps_min,mbps_max,ok,error\n",
-      f.get());
+      "mbps_median,mbps_min,mbps_max,ok,error\n";
+  char figures[160];
   for (const LatencyRow& r : latency) {
-    fprintf(f.get(), "latency,%s,%s,%zu,%zu,%.3f,%.3f,%.3f,%.3f,,,,%d,%s\n", r.key.c_str(),
-            CsvField(r.label).c_str(), r.payload, r.stats.count, r.stats.p50_us, r.stats.p95_us,
-            r.stats.p99_us, r.stats.max_us, r.ok ? 1 : 0, CsvField(r.error).c_str());
+    snprintf(figures, sizeof(figures), "%zu,%zu,%.3f,%.3f,%.3f,%.3f,,,,%d,", r.payload,
+             r.stats.count, r.stats.p50_us, r.stats.p95_us, r.stats.p99_us, r.stats.max_us,
+             r.ok ? 1 : 0);
+    csv += "latency," + r.key + "," + CsvField(r.label) + "," + figures + CsvField(r.error) + "\n";
   }
   for (const BandwidthRow& r : bandwidth) {
     double lo = r.mbps.empty() ? 0 : *std::min_element(r.mbps.begin(), r.mbps.end());
     double hi = r.mbps.empty() ? 0 : *std::max_element(r.mbps.begin(), r.mbps.end());
-    fprintf(f.get(), "bandwidth,%s,%s,%s,%zu,,,,,%.3f,%.3f,%.3f,%d,%s\n", r.key.c_str(),
-            CsvField(r.label).c_str(), r.direction.c_str(), r.mbps.size(), Median(r.mbps), lo, hi,
-            r.ok ? 1 : 0, CsvField(r.error).c_str());
+    snprintf(figures, sizeof(figures), "%zu,,,,,%.3f,%.3f,%.3f,%d,", r.mbps.size(), Median(r.mbps),
+             lo, hi, r.ok ? 1 : 0);
+    csv += "bandwidth," + r.key + "," + CsvField(r.label) + "," + r.direction + "," + figures +
+           CsvField(r.error) + "\n";
   }
-  if (fclose(f.release()) != 0) return FileError("close", path);
-  return mcdma::Status::Ok();
+  return harness::WriteFile(path, csv);
 }
 
 void PrintLatencyTable(FILE* out, const std::vector<LatencyRow>& rows,
@@ -176,4 +154,4 @@ void PrintOverhead(FILE* out, const std::vector<LatencyRow>& latency,
   }
 }
 
-}  // namespace bench
+}  // namespace mcdma::bench

@@ -14,9 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "harness.hpp"
+#include "harness/latency.hpp"
+#include "mcdma/status.hpp"
 
-namespace bench {
+namespace mcdma::bench {
 
 inline constexpr char kEmulatedLabel[] =
     "emulated (Soft-RoCE under TCG): for pass/fail and ratios only";
@@ -30,7 +31,7 @@ struct LatencyRow {
   bool ok = false;
   std::string error;
   std::vector<uint64_t> nanos;  // round trips, in the order measured
-  Summary stats;                // Summarize(nanos)
+  harness::Summary stats;       // Summarize(nanos)
   std::string csv;              // the raw samples' file name in the output dir
 };
 
@@ -47,9 +48,6 @@ struct BandwidthRow {
   std::vector<double> mbps;
 };
 
-// `sample_ns` then one integer per line.
-mcdma::Status WriteSampleCsv(const std::string& path, const std::vector<uint64_t>& nanos);
-
 // Every row's figures as one CSV: kind,mechanism,label,payload_or_direction,
 // count,p50_us,p95_us,p99_us,max_us,mbps_median,mbps_min,mbps_max,ok,error.
 mcdma::Status WriteSummaryCsv(const std::string& path, const std::vector<LatencyRow>& latency,
@@ -63,4 +61,4 @@ void PrintBandwidthTable(FILE* out, const std::vector<BandwidthRow>& rows);
 void PrintOverhead(FILE* out, const std::vector<LatencyRow>& latency,
                    const std::vector<size_t>& payloads, const std::vector<BandwidthRow>& bandwidth);
 
-}  // namespace bench
+}  // namespace mcdma::bench

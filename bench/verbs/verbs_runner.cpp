@@ -11,17 +11,22 @@
 #include <numeric>
 #include <thread>
 
-#include "link_cli.hpp"
+#include "harness/endpoint.hpp"
+#include "harness/files.hpp"
+#include "harness/hosts.hpp"
+#include "harness/report.hpp"
 #include "link_daemons.hpp"
-#include "link_hosts.hpp"
 #include "link_orchestrator.hpp"
-#include "report.hpp"
 #include "verbs_perftest.hpp"
 #include "verbs_report.hpp"
 
-namespace bench {
+namespace mcdma::bench {
 
 namespace {
+
+using harness::FormatBytes;
+using harness::Hosts;
+using harness::TempDir;
 
 constexpr uint16_t kFirstPerftestPort = 18515;  // perftest's own default
 constexpr int kWriteLatRttFactor = 2;           // ib_write_lat reports half a round trip
@@ -170,7 +175,7 @@ class Runner {
     }
   }
 
-  void DaemonRows(const TempDir& dir, const HostPair& hosts) {
+  void DaemonRows(const TempDir& dir, const Hosts& hosts) {
     bool lat = Has(o_.parts, "latency");
     bool bw = Has(o_.parts, "bandwidth");
     Say("starting the daemons (profile " + o_.profile + ") ...");
@@ -200,7 +205,7 @@ class Runner {
     link_note = pair.note();
     Say(pair.note());
     if (lat) DaemonLatency(dir, hosts, pair);
-    if (lat) LinkTest(dir, pair);
+    if (lat) LinkTest(pair);
     if (bw) DaemonBandwidth(dir, hosts, pair);
     // A daemon that died mid-run explains the failures above it.
     if (std::string gone = pair.Exited(); !gone.empty()) {
@@ -224,16 +229,16 @@ class Runner {
            " (" + FormatBytes(o_.op_bytes) + " pieces)";
   }
 
-  void DaemonLatency(const TempDir& dir, const HostPair& hosts, DaemonPair& pair) {
+  void DaemonLatency(const TempDir& dir, const Hosts& hosts, DaemonPair& pair) {
     Say("latency: daemon calls ...");
-    PairRun run{"calls-daemon",
-                "daemon-server",
-                "daemon-call-client",
-                {"--socket", pair.socket_b()},
-                {"--socket", pair.socket_a(), "--peer", o_.b.id},
-                std::chrono::seconds(60),
-                o_.payloads.size(),
-                static_cast<size_t>(o_.iterations)};
+    LinkPair run{"calls-daemon",
+                 "daemon-server",
+                 "daemon-call-client",
+                 {"--socket", pair.socket_b()},
+                 {"--socket", pair.socket_a(), "--peer", o_.b.id},
+                 std::chrono::seconds(60),
+                 o_.payloads.size(),
+                 static_cast<size_t>(o_.iterations)};
     auto sets = RunLinkPair(plan_.link, hosts, dir, std::move(run));
     for (size_t i = 0; i < o_.payloads.size(); ++i) {
       LatencyRow row = NewLatencyRow("daemon", kDaemonLatencyLabel, o_.payloads[i]);
@@ -251,12 +256,12 @@ class Runner {
   // Diagnostic, in no ratio: the daemons' own echo over the verbs link,
   // no app involved (mcdmactl link test; no warm-up). The call row minus
   // this one is what the apps' hops to and from their daemons cost.
-  void LinkTest(const TempDir& dir, DaemonPair& pair) {
+  void LinkTest(DaemonPair& pair) {
     for (size_t payload : o_.payloads) {
       Say("latency: daemon-daemon echo (mcdmactl link test) " + FormatBytes(payload) + " ...");
       LatencyRow row = NewLatencyRow("linktest", "daemon-daemon echo (link test)", payload);
       row.csv = "daemon-linktest-" + std::to_string(payload) + ".csv";
-      auto nanos = pair.LinkTest(plan_.link, dir, payload, o_.iterations);
+      auto nanos = pair.LinkTest(plan_.link, payload, o_.iterations);
       if (!nanos.ok()) {
         Fail(row, nanos.status().message());
         latency.push_back(std::move(row));
@@ -267,9 +272,9 @@ class Runner {
     }
   }
 
-  void DaemonBandwidth(const TempDir& dir, const HostPair& hosts, DaemonPair& pair) {
+  void DaemonBandwidth(const TempDir& dir, const Hosts& hosts, DaemonPair& pair) {
     Say("bandwidth: daemon WriteBatch/ReadBatch of " + FormatBytes(o_.bulk_bytes) + " ...");
-    PairRun run;
+    LinkPair run;
     run.key = "bulk-daemon";
     run.server_role = "daemon-bulk-server";
     run.client_role = "daemon-bulk-client";
@@ -295,8 +300,8 @@ class Runner {
 
   void DaemonLogs() {
     for (const char* host : {"a", "b"}) {
-      std::string tail =
-          LastLines(ReadTextFile(o_.out + "/logs/rpcd-" + host + ".log"), kLogTailLines);
+      std::string tail = harness::LastLines(
+          harness::ReadFile(o_.out + "/logs/rpcd-" + host + ".log"), kLogTailLines);
       if (!tail.empty()) fprintf(stderr, "rpcd-%s.log (last lines):\n%s", host, tail.c_str());
     }
   }
@@ -310,8 +315,8 @@ class Runner {
 
   void Keep(LatencyRow row) {
     row.ok = true;
-    row.stats = Summarize(row.nanos);
-    mcdma::Status written = WriteSampleCsv(o_.out + "/" + row.csv, row.nanos);
+    row.stats = harness::Summarize(row.nanos);
+    mcdma::Status written = harness::WriteSampleCsv(o_.out + "/" + row.csv, row.nanos);
     if (!written.ok()) Fail(row, written.message());
     latency.push_back(std::move(row));
   }
@@ -376,7 +381,7 @@ mcdma::Status ResolveGids(VerbsOptions& o) {
 void PrintReport(const VerbsPlan& plan, const Runner& r) {
   const VerbsOptions& o = plan.options;
   printf("verbs benchmark: client side %s -> server side %s; %u CPUs, %s\n", HostText(o.a).c_str(),
-         HostText(o.b).c_str(), std::thread::hardware_concurrency(), KernelName().c_str());
+         HostText(o.b).c_str(), std::thread::hardware_concurrency(), harness::KernelName().c_str());
   printf(
       "scheduling: %s\n",
       o.sched == "idle"
@@ -415,19 +420,19 @@ int RunVerbsBench(VerbsPlan plan) {
     Say("cannot create " + o.out + "/logs: " + ec.message());
     return 1;
   }
-  auto dir = TempDir::Create("mcdma-bench-verbs");
+  TempDir dir("mcdma-bench-verbs");
   if (!dir.ok()) {
-    Say(dir.status().message());
+    Say(dir.error());
     return 1;
   }
   // Both hosts live in this machine's one namespace, each on its own
   // device and address: the shared orchestrator runs their endpoints
   // without `ip netns exec`.
-  auto as_link_host = [](const VerbsHost& h) {
-    return LinkHost{h.id, "", h.address, h.device, h.interface};
+  auto as_host = [](const VerbsHost& h) {
+    return harness::Host{h.id, "", h.address, h.device, h.interface};
   };
-  std::unique_ptr<HostPair> hosts = HostPair::Fixed(as_link_host(o.a), as_link_host(o.b),
-                                                    HostText(o.a) + " and " + HostText(o.b));
+  std::unique_ptr<Hosts> hosts = Hosts::Shared({as_host(o.a), as_host(o.b)});
+  plan.link.program = "mcdma_bench_verbs";
   plan.link.transport = "verbs";
   plan.link.verbs_profile = o.profile;
   plan.link.daemon_log_dir = o.out + "/logs";
@@ -447,7 +452,7 @@ int RunVerbsBench(VerbsPlan plan) {
       if (Has(o.parts, "bandwidth")) runner.PerftestBandwidth();
     }
   }
-  if (Has(o.mechanisms, "daemon")) runner.DaemonRows(*dir, *hosts);
+  if (Has(o.mechanisms, "daemon")) runner.DaemonRows(dir, *hosts);
   PrintReport(plan, runner);
   mcdma::Status summary = WriteSummaryCsv(o.out + "/summary.csv", runner.latency, runner.bandwidth);
   if (!summary.ok()) {
@@ -458,4 +463,4 @@ int RunVerbsBench(VerbsPlan plan) {
   return runner.failed ? 1 : 0;
 }
 
-}  // namespace bench
+}  // namespace mcdma::bench

@@ -7,8 +7,8 @@
 
 #include "verbs_options.hpp"
 
-namespace bench {
+namespace mcdma::bench {
 
 int RunVerbsBench(VerbsPlan plan);
 
-}  // namespace bench
+}  // namespace mcdma::bench

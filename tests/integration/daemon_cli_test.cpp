@@ -55,26 +55,15 @@ class DaemonCli : public ::testing::Test {
   // Starts a daemon that keeps running; waits until its socket accepts.
   Child* StartDaemon(std::vector<std::string> args) {
     args.insert(args.begin(), kDaemonPath);
-    SpawnOptions o;
-    o.stderr_path = dir_.path() + "/daemon-" + std::to_string(daemons_.size() + 1) + ".log";
-    o.pipe_stdout = false;
-    o.pipe_stdin = false;
-    std::string error;
-    auto d = Child::Spawn(args, o, &error);
-    if (!d) {
-      ADD_FAILURE() << error;
+    const std::string log = dir_.path() + "/daemon-" + std::to_string(daemons_.size() + 1) + ".log";
+    auto d = SpawnDaemon(args, Socket(), log, false, kDaemonListenWait);
+    if (!d.ok()) {
+      ADD_FAILURE() << "the daemon did not start listening on " << Socket() << ": "
+                    << d.status().message();
       return nullptr;
     }
-    daemons_.push_back(std::move(d));
-    Child* c = daemons_.back().get();
-    if (!PollUntil([&] { return !c->Alive() || SocketAccepts(Socket()); }, Millis(20000),
-                   Millis(20)) ||
-        !c->Alive()) {
-      ADD_FAILURE() << "the daemon did not start listening on " << Socket() << "\n"
-                    << c->Describe();
-      return nullptr;
-    }
-    return c;
+    daemons_.push_back(std::move(d).value());
+    return daemons_.back().get();
   }
 
   TempDir dir_;

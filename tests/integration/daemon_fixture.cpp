@@ -2,17 +2,22 @@
 
 #include <google/protobuf/util/json_util.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <thread>
 
-#include "platform/socket.hpp"
-
 namespace mcdma::itest {
+namespace {
+
+// A write to a child that died must fail with EPIPE, not kill the test.
+[[maybe_unused]] const bool kIgnoreSigpipe = [] {
+  signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
+
+}  // namespace
 
 std::set<std::string> ListShm(const std::string& prefix) {
   std::set<std::string> names;
@@ -22,18 +27,6 @@ std::set<std::string> ListShm(const std::string& prefix) {
     if (name.rfind(prefix, 0) == 0) names.insert(name);
   }
   return names;
-}
-
-bool SocketAccepts(const std::string& path) {
-  auto opened = platform::OpenSocket(AF_UNIX, SOCK_STREAM, 0, platform::Blocking::kBlocking);
-  if (!opened.ok()) return false;
-  int fd = std::move(opened).value().Release();
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
 }
 
 bool PollUntil(const std::function<bool()>& pred, Millis timeout, Millis step) {
@@ -52,36 +45,18 @@ void DaemonTest::SetUp() {
   ASSERT_TRUE(StartDaemon()) << Describe();
 }
 
-std::unique_ptr<Child> SpawnDaemonListening(const std::vector<std::string>& argv,
-                                            const std::string& socket, const std::string& log_path,
-                                            std::string* why) {
-  SpawnOptions o;
-  o.stderr_path = log_path;
-  o.pipe_stdout = false;
-  o.pipe_stdin = false;
-  std::string error;
-  std::unique_ptr<Child> daemon = Child::Spawn(argv, o, &error);
-  if (!daemon) {
-    *why = "cannot start " + argv[0] + ": " + error;
-    return nullptr;
-  }
-  bool up = PollUntil([&] { return !daemon->Alive() || SocketAccepts(socket); }, Millis(20000),
-                      Millis(20));
-  if (!up || !daemon->Alive()) {
-    *why = "mcdma-rpcd did not start listening on " + socket + " within 20 s";
-    return nullptr;
-  }
-  return daemon;
-}
-
 bool DaemonTest::StartDaemon() {
   std::vector<std::string> argv = {kDaemonPath, "--socket", socket_, "--log-level", "info"};
   for (const auto& a : DaemonArgs()) argv.push_back(a);
   if (daemon_) daemon_->Kill();
-  std::string why;
-  daemon_ = SpawnDaemonListening(argv, socket_, dir_.path() + "/daemon.log", &why);
-  if (!daemon_) ADD_FAILURE() << why;
-  return daemon_ != nullptr;
+  daemon_.reset();
+  auto started = SpawnDaemon(argv, socket_, dir_.path() + "/daemon.log", false, kDaemonListenWait);
+  if (!started.ok()) {
+    ADD_FAILURE() << started.status().message();
+    return false;
+  }
+  daemon_ = std::move(started).value();
+  return true;
 }
 
 void DaemonTest::TearDown() {
@@ -109,13 +84,13 @@ Child* DaemonTest::StartApp(const std::string& role, const std::vector<std::stri
   argv.insert(argv.end(), args.begin(), args.end());
   SpawnOptions o;
   o.stderr_path = dir_.path() + "/app-" + std::to_string(++app_counter_) + "-" + role + ".log";
-  std::string error;
-  auto child = Child::Spawn(argv, o, &error);
-  if (!child) {
-    ADD_FAILURE() << "cannot start " << kTestAppPath << " " << role << ": " << error;
+  auto child = Child::Spawn(argv, o);
+  if (!child.ok()) {
+    ADD_FAILURE() << "cannot start " << kTestAppPath << " " << role << ": "
+                  << child.status().message();
     return nullptr;
   }
-  apps_.push_back(std::move(child));
+  apps_.push_back(std::move(child).value());
   return apps_.back().get();
 }
 
@@ -168,16 +143,7 @@ v1::OpCounters DaemonTest::Op(const v1::StatusReply& status, const std::string& 
 
 std::string DaemonTest::Describe() const {
   std::string out = "==== mcdma-rpcd log (" + dir_.path() + "/daemon.log, tail) ====\n";
-  std::string log = ReadFile(dir_.path() + "/daemon.log");
-  size_t pos = log.size();
-  for (int lines = 0; lines < 80 && pos > 0; ++lines) {
-    pos = log.rfind('\n', pos - 1);
-    if (pos == std::string::npos) {
-      pos = 0;
-      break;
-    }
-  }
-  out += log.substr(pos) + "\n";
+  out += harness::LastLines(ReadFile(dir_.path() + "/daemon.log"), 80) + "\n";
   for (const auto& app : apps_) out += app->Describe();
   return out;
 }

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "mcdma/v1/admin.pb.h"
-#include "process.hpp"
+#include "test_util.hpp"
 
 namespace mcdma::itest {
 
@@ -27,28 +27,21 @@ inline constexpr const char* kTestAppPath = MCDMA_TESTAPP_PATH;
 inline constexpr const char* kCtlPath = MCDMA_CTL_PATH;  // "" when the target did not exist
 
 // Tests that need mcdmactl skip, saying why, when it was not built.
-#define REQUIRE_MCDMACTL()                                                                       \
-  do {                                                                                           \
-    if (::mcdma::itest::kCtlPath[0] == '\0') {                                                   \
-      GTEST_SKIP() << "mcdmactl was not built: there was no CMake target `mcdmactl` "            \
+#define REQUIRE_MCDMACTL()                                                                         \
+  do {                                                                                             \
+    if (::mcdma::itest::kCtlPath[0] == '\0') {                                                     \
+      GTEST_SKIP() << "mcdmactl was not built: there was no CMake target `mcdmactl` "              \
                       "(tools/mcdmactl) when tests/integration was configured; re-run cmake once " \
-                      "it exists";                                                               \
-    }                                                                                            \
+                      "it exists";                                                                 \
+    }                                                                                              \
   } while (0)
 
 // /dev/shm entries whose names start with `prefix`.
 std::set<std::string> ListShm(const std::string& prefix = "mcdma-");
-// True if something accepts connections on the Unix socket.
-bool SocketAccepts(const std::string& path);
 // Sleeps in steps of `step` until pred() or the timeout; the last pred().
 bool PollUntil(const std::function<bool()>& pred, Millis timeout, Millis step = Millis(50));
-
-// Starts a daemon (argv: mcdma-rpcd or a wrapper that execs it) with stderr
-// to `log_path`, and waits up to 20 s until `socket` accepts. nullptr with
-// `why` set if it cannot start, dies or does not listen in time.
-std::unique_ptr<Child> SpawnDaemonListening(const std::vector<std::string>& argv,
-                                            const std::string& socket, const std::string& log_path,
-                                            std::string* why);
+// How long a daemon may take to listen on its socket.
+inline constexpr Millis kDaemonListenWait(20000);
 
 class DaemonTest : public ::testing::Test {
  protected:

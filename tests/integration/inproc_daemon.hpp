@@ -23,7 +23,7 @@
 #include "daemon.hpp"
 #include "mcdma/client.hpp"
 #include "mcdma/v1/admin.pb.h"
-#include "process.hpp"
+#include "test_util.hpp"
 
 namespace mcdma::itest {
 

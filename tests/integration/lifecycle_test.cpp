@@ -73,15 +73,12 @@ bool InShm(const std::string& segment) { return ListShm().count(segment.substr(1
 TEST_F(DaemonLifecycle, RestartedDaemonRemovesTheSegmentsItsKilledInstanceLeft) {
   TempDir other_dir;
   const std::string other_socket = other_dir.path() + "/other.sock";
-  SpawnOptions o;
-  o.stderr_path = other_dir.path() + "/daemon.log";
-  o.pipe_stdout = false;
-  o.pipe_stdin = false;
+  auto spawned =
+      SpawnDaemon({kDaemonPath, "--socket", other_socket, "--log-level", "info"}, other_socket,
+                  other_dir.path() + "/daemon.log", false, kDaemonListenWait);
+  ASSERT_TRUE(spawned.ok()) << spawned.status().message();
+  std::unique_ptr<Child> other = std::move(spawned).value();
   std::string error;
-  auto other =
-      Child::Spawn({kDaemonPath, "--socket", other_socket, "--log-level", "info"}, o, &error);
-  ASSERT_TRUE(other) << error;
-  ASSERT_TRUE(PollUntil([&] { return SocketAccepts(other_socket); }, Millis(20000)));
   auto other_session = RawSession::Open(other_socket, &error);
   ASSERT_TRUE(other_session) << error;
   auto other_segment = other_session->AllocUnmapped(1 << 16);

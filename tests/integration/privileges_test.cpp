@@ -107,12 +107,15 @@ class Privileges : public ::testing::Test {
                                      socket_,
                                      "--log-level",
                                      "info"};
-    std::string why;
-    daemon_ = SpawnDaemonListening(argv, socket_, dir_.path() + "/daemon.log", &why);
-    if (!daemon_) {
-      ADD_FAILURE() << why << " (uid " << kDaemonUid << ", caps " << caps << ")\n" << DaemonLog();
+    auto started =
+        SpawnDaemon(argv, socket_, dir_.path() + "/daemon.log", false, kDaemonListenWait);
+    if (!started.ok()) {
+      ADD_FAILURE() << started.status().message() << " (uid " << kDaemonUid << ", caps " << caps
+                    << ")\n"
+                    << DaemonLog();
       return false;
     }
+    daemon_ = std::move(started).value();
     return true;
   }
 
@@ -135,12 +138,13 @@ class Privileges : public ::testing::Test {
                                      "7"};
     SpawnOptions o;
     o.stderr_path = dir_.path() + "/app.log";
-    std::string error;
-    app_ = Child::Spawn(argv, o, &error);
-    if (!app_) {
-      ADD_FAILURE() << "cannot start " << kTestAppPath << " under setpriv: " << error;
+    auto app = Child::Spawn(argv, o);
+    if (!app.ok()) {
+      ADD_FAILURE() << "cannot start " << kTestAppPath
+                    << " under setpriv: " << app.status().message();
       return nullptr;
     }
+    app_ = std::move(app).value();
     if (!app_->WaitForPrefix("READY", Millis(20000))) {
       ADD_FAILURE() << "the app (uid " << kAppUid << ") did not print READY\n"
                     << app_->Describe() << DaemonLog();

@@ -23,7 +23,7 @@
 #include "mcdma/v1/control.grpc.pb.h"
 #include "mcdma_internal/mailbox_layout.hpp"
 #include "mcdma_internal/shm_segment.hpp"
-#include "process.hpp"
+#include "test_util.hpp"
 
 namespace mcdma::itest {
 

@@ -1,5 +1,6 @@
 // Small helpers shared by the integration tests: reading the testapp's
-// result lines, sizes, elapsed time, lower case.
+// result lines, sizes, elapsed time, lower case; and the names the tests
+// use from the harness (harness/: child processes, files).
 #pragma once
 
 #include <cctype>
@@ -9,7 +10,23 @@
 #include <regex>
 #include <string>
 
+#include "harness/child.hpp"
+#include "harness/daemons.hpp"
+#include "harness/files.hpp"
+
 namespace mcdma::itest {
+
+using harness::Child;
+using harness::CommandResult;
+using harness::DescribeStatus;
+using harness::ExitedWith;
+using harness::Millis;
+using harness::ReadFile;
+using harness::RunCommand;
+using harness::SocketAccepts;
+using harness::SpawnDaemon;
+using harness::SpawnOptions;
+using harness::TempDir;
 
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;

@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -20,63 +19,12 @@
 
 namespace mcdma::itest {
 
-bool Args::Parse(int argc, char** argv, Args& out, std::string& error) {
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0 || a.size() < 3) {
-      error = "unexpected argument '" + a + "'";
-      return false;
-    }
-    std::string key = a.substr(2);
-    if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
-      out.values_[key] = argv[++i];
-    } else {
-      out.values_[key] = "1";
-    }
-  }
-  return true;
-}
-
-std::string Args::Str(const std::string& key, const std::string& def) const {
-  auto it = values_.find(key);
-  return it == values_.end() ? def : it->second;
-}
-
-uint64_t Args::U64(const std::string& key, uint64_t def) const {
-  auto it = values_.find(key);
-  if (it == values_.end()) return def;
-  return std::stoull(it->second, nullptr, 0);
-}
-
-std::string Args::Need(const std::string& key) const {
-  auto it = values_.find(key);
-  if (it == values_.end()) {
-    std::fprintf(stderr, "mcdma_testapp: missing --%s\n", key.c_str());
-    std::exit(2);
-  }
-  return it->second;
-}
-
-namespace {
-std::mutex g_say_mu;
-}  // namespace
-
 std::string JsonCounts(const std::map<std::string, uint64_t>& counts) {
   std::string out;
   for (const auto& [code, n] : counts) {
     out += (out.empty() ? "" : ",") + ("\"" + code + "\":" + std::to_string(n));
   }
   return out;
-}
-
-void Say(const char* fmt, ...) {
-  std::lock_guard lock(g_say_mu);
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stdout, fmt, ap);
-  va_end(ap);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
 }
 
 std::unique_ptr<Client> ConnectOrDie(const Args& args, const char* role, ClientOptions options) {
@@ -89,6 +37,14 @@ std::unique_ptr<Client> ConnectOrDie(const Args& args, const char* role, ClientO
     std::exit(1);
   }
   return std::move(c).value();
+}
+
+void Progress::Tick(uint64_t n) {
+  std::lock_guard lock(mu_);
+  auto now = std::chrono::steady_clock::now();
+  if (n > 1 && now - last_ < std::chrono::milliseconds(50)) return;
+  last_ = now;
+  Say("%s %llu", what_, static_cast<unsigned long long>(n));
 }
 
 void WaitForStdinEof() {
@@ -321,31 +277,20 @@ int RunCall(const Args& args) {
 
 int main(int argc, char** argv) {
   using namespace mcdma::itest;
-  signal(SIGPIPE, SIG_IGN);
-  if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: mcdma_testapp serve|call|fill|write|verify-read|sustain|garbage|peer-load|"
-                 "peer-raw|resilient-serve|resilient-load --socket S ...\n");
-    return 2;
-  }
-  std::string role = argv[1];
-  Args args;
-  std::string error;
-  if (!Args::Parse(argc - 2, argv + 2, args, error)) {
-    std::fprintf(stderr, "mcdma_testapp %s: %s\n", role.c_str(), error.c_str());
-    return 2;
-  }
-  if (role == "serve") return RunServe(args);
-  if (role == "call") return RunCall(args);
-  if (role == "fill") return RunFill(args);
-  if (role == "write") return RunWrite(args);
-  if (role == "verify-read") return RunVerifyRead(args);
-  if (role == "sustain") return RunSustain(args);
-  if (role == "garbage") return RunGarbage(args);
-  if (role == "peer-load") return RunPeerLoad(args);
-  if (role == "peer-raw") return RunPeerRaw(args);
-  if (role == "resilient-serve") return RunResilientServe(args);
-  if (role == "resilient-load") return RunResilientLoad(args);
-  std::fprintf(stderr, "mcdma_testapp: unknown role '%s'\n", role.c_str());
-  return 2;
+  return mcdma::harness::RoleMain(
+      "mcdma_testapp",
+      "serve|call|fill|write|verify-read|sustain|garbage|peer-load|peer-raw|resilient-serve|"
+      "resilient-load --socket S ...",
+      {{"serve", RunServe},
+       {"call", RunCall},
+       {"fill", RunFill},
+       {"write", RunWrite},
+       {"verify-read", RunVerifyRead},
+       {"sustain", RunSustain},
+       {"garbage", RunGarbage},
+       {"peer-load", RunPeerLoad},
+       {"peer-raw", RunPeerRaw},
+       {"resilient-serve", RunResilientServe},
+       {"resilient-load", RunResilientLoad}},
+      argc, argv);
 }

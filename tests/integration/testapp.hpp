@@ -11,28 +11,19 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "harness/role_main.hpp"
 #include "mcdma/client.hpp"
 
 namespace mcdma::itest {
 
-// "--key value" pairs after the role; a flag given without a value is "1".
-class Args {
- public:
-  static bool Parse(int argc, char** argv, Args& out, std::string& error);
-  bool Has(const std::string& key) const { return values_.count(key) != 0; }
-  std::string Str(const std::string& key, const std::string& def = "") const;
-  uint64_t U64(const std::string& key, uint64_t def = 0) const;
-  // The value of a required key; exits with status 2 when missing.
-  std::string Need(const std::string& key) const;
-
- private:
-  std::map<std::string, std::string> values_;
-};
-
+// "--key value" pairs after the role (harness/role_main.hpp).
+using harness::Args;
 // Thread-safe: prints one line on stdout and flushes it.
-void Say(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+using harness::Say;
+using harness::SplitList;
 
 // Connects with the options every role uses (socket from --socket).
 std::unique_ptr<Client> ConnectOrDie(const Args& args, const char* role,
@@ -43,6 +34,19 @@ void WaitForStdinEof();
 
 // "code":count pairs of a map, as JSON object members.
 std::string JsonCounts(const std::map<std::string, uint64_t>& counts);
+
+// Progress lines ("CALLS 17"): the first, then at most one every 50 ms.
+// Thread-safe: any worker may Tick.
+class Progress {
+ public:
+  explicit Progress(const char* what) : what_(what) {}
+  void Tick(uint64_t n);
+
+ private:
+  const char* what_;
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point last_{};  // GUARDED_BY(mu_)
+};
 
 // Roles.
 int RunServe(const Args& args);

@@ -36,19 +36,6 @@ std::vector<Transfer> Pieces(const Buffer& local, const RemoteBuffer& remote, ui
   return out;
 }
 
-// "a,b,c" -> {"a", "b", "c"}; "" -> {}.
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > start) out.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int RunFill(const Args& args) {

@@ -49,24 +49,6 @@ std::string JsonSafe(const std::string& text) {
   return out;
 }
 
-// Progress lines ("CALLS 17"), at most every 50 ms, from any thread.
-class SharedProgress {
- public:
-  explicit SharedProgress(const char* what) : what_(what) {}
-  void Tick(uint64_t n) {
-    std::lock_guard lock(mu_);
-    auto now = SteadyClock::now();
-    if (n > 1 && now - last_ < std::chrono::milliseconds(50)) return;
-    last_ = now;
-    Say("%s %llu", what_, static_cast<unsigned long long>(n));
-  }
-
- private:
-  const char* what_;
-  std::mutex mu_;
-  SteadyClock::time_point last_{};  // GUARDED_BY(mu_)
-};
-
 // Everything the load threads share. Threads: every worker thread, plus the
 // main thread reading stdin; counters are atomics, the rest is under mu.
 struct Load {
@@ -139,7 +121,7 @@ int64_t Begin(Load& load, int thread) {
 void End(Load& load, int thread) { load.current[thread].store(0); }
 
 void CallLoop(Client& client, Load& load, const std::string& service, int thread, uint64_t seed,
-              uint64_t max_payload, SharedProgress& progress) {
+              uint64_t max_payload, Progress& progress) {
   const uint32_t pid = static_cast<uint32_t>(getpid());
   std::vector<std::byte> req;
   for (uint64_t i = 0; !load.stop.load(); ++i) {
@@ -175,7 +157,7 @@ void CallLoop(Client& client, Load& load, const std::string& service, int thread
 
 void TransferLoop(Client& client, Load& load, const std::string& export_name,
                   const std::string& peer, int thread, uint64_t slot, uint64_t slot_bytes,
-                  uint64_t read_seed, uint64_t seed, SharedProgress& progress) {
+                  uint64_t read_seed, uint64_t seed, Progress& progress) {
   auto src = client.Alloc(slot_bytes);
   auto dst = client.Alloc(slot_bytes);
   if (!src.ok() || !dst.ok()) {
@@ -260,8 +242,8 @@ int RunPeerLoad(const Args& args) {
   load.timeout = std::chrono::milliseconds(args.U64("timeout-ms", 5000));
   load.current = std::make_unique<std::atomic<int64_t>[]>(call_threads + xfer_threads);
   for (int i = 0; i < call_threads + xfer_threads; ++i) load.current[i].store(0);
-  SharedProgress calls_progress("CALLS");
-  SharedProgress xfers_progress("XFERS");
+  Progress calls_progress("CALLS");
+  Progress xfers_progress("XFERS");
   Say("READY session=%llu pid=%d", static_cast<unsigned long long>(client->info().session_id),
       getpid());
   std::vector<std::thread> workers;

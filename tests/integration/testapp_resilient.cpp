@@ -104,16 +104,6 @@ class Reconnector {
   bool ready_said_ = false;            // GUARDED_BY(mu_)
 };
 
-std::vector<std::string> Split(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 // ---- resilient-serve ----
 
 struct ServeCounts {
@@ -132,7 +122,7 @@ int RunResilientServe(const Args& args) {
   ExportOptions eo;
   eo.allow_read = true;
   eo.allow_write = true;
-  eo.allowed_peers = Split(args.Str("allowed-peers"));
+  eo.allowed_peers = SplitList(args.Str("allowed-peers"));
   auto counts = std::make_shared<ServeCounts>();
   ClientOptions o;
   o.socket = args.Need("socket");

@@ -23,24 +23,6 @@
 namespace mcdma::itest {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
-// Prints a progress line at most every 50 ms (and always the first).
-class Progress {
- public:
-  explicit Progress(const char* what) : what_(what) {}
-  void Tick(uint64_t n) {
-    auto now = SteadyClock::now();
-    if (n > 1 && now - last_ < std::chrono::milliseconds(50)) return;
-    last_ = now;
-    Say("%s %llu", what_, static_cast<unsigned long long>(n));
-  }
-
- private:
-  const char* what_;
-  SteadyClock::time_point last_{};
-};
-
 [[noreturn]] void Fail(const std::string& what) {
   Say("FAIL %s", what.c_str());
   std::fprintf(stderr, "sustain: FAIL %s\n", what.c_str());

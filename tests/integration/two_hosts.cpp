@@ -1,21 +1,14 @@
 #include "two_hosts.hpp"
 
-#include <arpa/inet.h>
-#include <google/protobuf/util/json_util.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <regex>
 #include <sstream>
-
-#include "platform/socket.hpp"
 
 namespace mcdma::itest {
 namespace {
@@ -28,51 +21,6 @@ const std::vector<std::string> kLinkFlags = {
 // (bounded by the link timeout) takes longer than 1.5 s there.
 const std::vector<std::string> kVmLinkFlags = {
     "--heartbeat-ms", "1000", "--link-timeout-ms", "8000", "--reconnect-max-ms", "6000"};
-
-std::string IpPath() {
-  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
-    if (access(p, X_OK) == 0) return p;
-  }
-  return "";
-}
-
-// `n` distinct free TCP ports on 127.0.0.1 (all bound at once, then closed).
-std::vector<int> FreePorts(int n) {
-  std::vector<int> fds;
-  std::vector<int> ports;
-  for (int i = 0; i < n; ++i) {
-    auto opened = platform::OpenSocket(AF_INET, SOCK_STREAM, 0, platform::Blocking::kBlocking);
-    int fd = opened.ok() ? std::move(opened).value().Release() : -1;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      if (fd >= 0) close(fd);
-      break;
-    }
-    fds.push_back(fd);
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (int fd : fds) close(fd);
-  return ports;
-}
-
-// The last `lines` lines of a file.
-std::string Tail(const std::string& path, int lines) {
-  std::string log = ReadFile(path);
-  size_t pos = log.size();
-  for (int n = 0; n < lines && pos > 0; ++n) {
-    pos = log.rfind('\n', pos - 1);
-    if (pos == std::string::npos) {
-      pos = 0;
-      break;
-    }
-  }
-  return log.substr(pos);
-}
 
 std::atomic<int> g_prefix_counter{0};
 
@@ -96,31 +44,20 @@ void PrintTo(HostVariant v, std::ostream* os) {
 
 void TwoHostsBase::SetUp() {
   REQUIRE_MCDMACTL();
-  ASSERT_TRUE(dir_.ok()) << "mkdtemp failed: " << std::strerror(errno);
+  ASSERT_TRUE(dir_.ok()) << dir_.error();
   if (verbs() && std::getenv("MCDMA_VERBS_HOSTS") == nullptr) {
     GTEST_SKIP() << "verbs variant: no Soft-RoCE devices here (MCDMA_VERBS_HOSTS is unset); it "
                     "runs inside the Soft-RoCE VM (tests/verbs/run-vm-tests.sh, ctest "
                     "Verbs.SoftRoce)";
   }
   if (netns()) {
-    if (IpPath().empty()) GTEST_SKIP() << "netns variant: no ip(8) (iproute2) on this machine";
-    CommandResult check = RunCommand({"/bin/bash", kHostsScript, "check"}, Millis(10000));
-    if (check.exit_code() == 77) {
-      GTEST_SKIP() << "netns variant: " << kHostsScript << " check exited 77: " << check.err
+    Status check = harness::Hosts::Check(kHostsScript);
+    if (check.code() == Code::kUnavailable) {
+      GTEST_SKIP() << "netns variant: " << kHostsScript << " check: " << check.message()
                    << "(run as root, as CI does, to test two hosts in network namespaces)";
     }
-    ASSERT_EQ(check.exit_code(), 0) << "hosts.sh check: " << check.Describe();
+    ASSERT_TRUE(check.ok()) << "hosts.sh check: " << check.message();
   }
-  a_.id = "host-a";
-  b_.id = "host-b";
-  for (Host* h : {&a_, &b_}) {
-    std::string tag = h->id.substr(5);  // "a" / "b"
-    h->socket = dir() + "/" + tag + ".sock";
-    h->log = dir() + "/daemon-" + h->id + ".log";
-  }
-  std::string key = NewFabricKey("fabric.key");
-  ASSERT_FALSE(key.empty());
-  a_.key = b_.key = key;
   if (netns()) {
     ASSERT_NO_FATAL_FAILURE(PrepareNetns());
   } else if (verbs()) {
@@ -128,16 +65,32 @@ void TwoHostsBase::SetUp() {
   } else {
     ASSERT_NO_FATAL_FAILURE(PrepareLoopback());
   }
+  std::string key = NewFabricKey("fabric.key");
+  ASSERT_FALSE(key.empty());
+  const std::vector<std::string>& timing = verbs() ? kVmLinkFlags : kLinkFlags;
+  for (Host* h : {&a_, &b_}) {
+    std::string tag = h->id.substr(5);  // "a" / "b"
+    h->socket = dir() + "/" + tag + ".sock";
+    h->log = dir() + "/daemon-" + h->id + ".log";
+    h->key = key;
+    h->extra.insert(h->extra.begin(), timing.begin(), timing.end());
+  }
   a_.peers = {"host-b=" + b_.listen() + "," + transport()};
   if (LinkAtSetUp()) {
     ASSERT_NO_FATAL_FAILURE(StartDaemons());
   }
 }
 
+void TwoHostsBase::AdoptHosts(std::unique_ptr<harness::Hosts> hosts) {
+  hosts_ = std::move(hosts);
+  static_cast<harness::Host&>(a_) = (*hosts_)[0];
+  static_cast<harness::Host&>(b_) = (*hosts_)[1];
+}
+
 void TwoHostsBase::PrepareLoopback() {
-  std::vector<int> ports = FreePorts(4);
+  std::vector<uint16_t> ports = harness::FreePorts(4);
   ASSERT_EQ(ports.size(), 4u) << "cannot find free ports on 127.0.0.1: " << std::strerror(errno);
-  a_.ip = b_.ip = "127.0.0.1";
+  AdoptHosts(harness::Hosts::Loopback(2));
   a_.peer_port = ports[0];
   a_.data_port = ports[1];
   b_.peer_port = ports[2];
@@ -150,42 +103,38 @@ void TwoHostsBase::PrepareVerbs() {
   std::string spec = std::getenv("MCDMA_VERBS_HOSTS");
   const char* profile = std::getenv("MCDMA_VERBS_PROFILE");
   profile_ = profile != nullptr && *profile != '\0' ? profile : "linux-rc";
-  std::istringstream hosts(spec);
+  std::istringstream list(spec);
+  std::vector<harness::Host> hosts;
   std::string one;
-  for (Host* h : {&a_, &b_}) {
-    ASSERT_TRUE(std::getline(hosts, one, ',')) << "MCDMA_VERBS_HOSTS: two entries, got " << spec;
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(std::getline(list, one, ',')) << "MCDMA_VERBS_HOSTS: two entries, got " << spec;
     std::istringstream parts(one);
     std::string dev, netdev, ip;
     ASSERT_TRUE(std::getline(parts, dev, ':') && std::getline(parts, netdev, ':') &&
                 std::getline(parts, ip))
         << "MCDMA_VERBS_HOSTS entry is not DEV:IF:IP: " << one;
-    h->ip = ip;
-    h->peer_port = 7471;
-    h->data_port = 7472;
-    h->extra = {"--verbs-device", dev, "--verbs-interface", netdev, "--verbs-profile", profile_};
+    hosts.push_back(harness::Host{harness::HostId(i), "", ip, dev, netdev});
+  }
+  AdoptHosts(harness::Hosts::Shared(std::move(hosts)));
+  for (Host* h : {&a_, &b_}) {
+    h->peer_port = harness::kPeerPort;
+    h->data_port = harness::kDataPort;
+    h->extra = {"--verbs-device",   h->verbs_device,   "--verbs-interface",
+                h->verbs_interface, "--verbs-profile", profile_};
   }
 }
 
 void TwoHostsBase::PrepareNetns() {
   // Short and unique per test process and test: namespace and veth names
   // derive from it (hosts.sh).
-  prefix_ = "mcit" + std::to_string(getpid() % 100000) + "n" + std::to_string(++g_prefix_counter);
-  (void)HostsSh("down");  // a leftover of a crashed run with the same pid
-  CommandResult up = HostsSh("up");
-  ASSERT_EQ(up.exit_code(), 0) << "hosts.sh up " << prefix_ << ": " << up.Describe();
-  netns_up_ = true;
-  std::istringstream lines(up.out);
-  std::string ns, ip;
-  while (lines >> ns >> ip) {
-    Host* h = ns == prefix_ + "-a" ? &a_ : ns == prefix_ + "-b" ? &b_ : nullptr;
-    ASSERT_NE(h, nullptr) << "unexpected line from hosts.sh up: " << ns << " " << ip;
-    h->ns = ns;
-    h->ip = ip;
-  }
-  ASSERT_FALSE(a_.ip.empty() || b_.ip.empty()) << "hosts.sh up printed:\n" << up.out;
+  std::string prefix =
+      "mcit" + std::to_string(getpid() % 100000) + "n" + std::to_string(++g_prefix_counter);
+  auto made = harness::Hosts::MakeNamespaces(kHostsScript, prefix, 2);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  AdoptHosts(std::move(made).value());
   for (Host* h : {&a_, &b_}) {
-    h->peer_port = 7471;
-    h->data_port = 7472;
+    h->peer_port = harness::kPeerPort;
+    h->data_port = harness::kDataPort;
   }
 }
 
@@ -214,75 +163,37 @@ void TwoHostsBase::TearDown() {
                     << " after SIGTERM";
     }
   }
-  if (netns_up_) {
-    CommandResult down = HostsSh("down");
-    EXPECT_EQ(down.exit_code(), 0) << "hosts.sh down " << prefix_ << ": " << down.Describe();
-    netns_up_ = false;
+  if (hosts_ && hosts_->netns()) {
+    CommandResult down = hosts_->Down();
+    EXPECT_EQ(down.exit_code(), 0)
+        << "hosts.sh down " << hosts_->prefix() << ": " << down.Describe();
   }
   if (HasFailure()) std::cerr << Describe();
   apps_.clear();
   app_labels_.clear();
   a_.daemon.reset();
   b_.daemon.reset();
+  hosts_.reset();
 }
 
 std::string TwoHostsBase::NewFabricKey(const std::string& name) {
   std::string path = dir() + "/" + name;
-  CommandResult r = RunCommand({kCtlPath, "fabric-key", "new", path}, Millis(10000));
-  if (r.exit_code() != 0) {
-    ADD_FAILURE() << "mcdmactl fabric-key new " << path << ": " << r.Describe();
+  Status st = harness::WriteFabricKey(path);
+  if (!st.ok()) {
+    ADD_FAILURE() << "fabric key " << path << ": " << st.message();
     return "";
   }
   return path;
 }
 
-std::vector<std::string> TwoHostsBase::InHost(const Host& h, std::vector<std::string> argv) const {
-  if (h.ns.empty()) return argv;
-  std::vector<std::string> wrapped = {IpPath(), "netns", "exec", h.ns};
-  wrapped.insert(wrapped.end(), argv.begin(), argv.end());
-  return wrapped;
-}
-
 std::vector<std::string> TwoHostsBase::DaemonArgv(const Host& h) const {
-  std::vector<std::string> argv = {kDaemonPath,    "--socket",    h.socket,   "--host-id",
-                                   h.id,           "--log-level", "info",     "--fabric-key",
-                                   h.key,          "--listen",    h.listen(), "--data-listen",
-                                   h.data_listen()};
-  const std::vector<std::string>& timing = verbs() ? kVmLinkFlags : kLinkFlags;
-  argv.insert(argv.end(), timing.begin(), timing.end());
-  for (const auto& p : h.peers) {
-    argv.push_back("--peer");
-    argv.push_back(p);
-  }
-  argv.insert(argv.end(), h.extra.begin(), h.extra.end());
-  return InHost(h, argv);
+  return harness::DaemonArgv(kDaemonPath, h);
 }
 
 bool TwoHostsBase::StartDaemon(Host& h) {
-  if (h.daemon) h.daemon->Kill();
-  SpawnOptions o;
-  o.stderr_path = h.log;
-  o.pipe_stdout = false;
-  o.pipe_stdin = false;
-  std::string error;
-  // `ip netns exec` execs the daemon in place: the child's pid is the
-  // daemon's, so signals reach it directly.
-  h.daemon = Child::Spawn(DaemonArgv(h), o, &error);
-  if (!h.daemon) {
-    ADD_FAILURE() << "cannot start " << h.id << "'s mcdma-rpcd: " << error;
-    return false;
-  }
-  bool up = PollUntil([&] { return !h.daemon->Alive() || SocketAccepts(h.socket); }, Millis(20000),
-                      Millis(20));
-  if (!up || !h.daemon->Alive()) {
-    ADD_FAILURE() << h.id << "'s mcdma-rpcd did not start listening on " << h.socket
-                  << " within 20 s ("
-                  << (h.daemon->exit_status() ? DescribeStatus(*h.daemon->exit_status())
-                                              : std::string("still running"))
-                  << ")";
-    return false;
-  }
-  return true;
+  Status st = harness::StartDaemon(kDaemonPath, h, kDaemonListenWait);
+  if (!st.ok()) ADD_FAILURE() << st.message();
+  return st.ok();
 }
 
 void TwoHostsBase::KillDaemon(Host& h) {
@@ -299,31 +210,20 @@ void TwoHostsBase::StartDaemons() {
 }
 
 std::optional<v1::LinksReply> TwoHostsBase::Links(Host& h, std::string* error, std::string* raw) {
-  CommandResult r = Ctl(h, {"links", "--json"}, Millis(10000));
-  if (r.exit_code() != 0) {
-    if (error) *error = "mcdmactl links --json: " + r.Describe();
+  auto links = harness::ReadLinks(kCtlPath, h, raw);
+  if (!links.ok()) {
+    if (error) *error = links.status().message();
     return std::nullopt;
   }
-  if (raw) *raw = r.out;
-  google::protobuf::util::JsonParseOptions po;
-  po.ignore_unknown_fields = true;
-  v1::LinksReply reply;
-  auto st = google::protobuf::util::JsonStringToMessage(r.out, &reply, po);
-  if (!st.ok()) {
-    if (error)
-      *error = "mcdmactl links --json printed no LinksReply: " + st.ToString() + "\n" + r.out;
-    return std::nullopt;
-  }
-  return reply;
+  return std::move(links).value();
 }
 
 std::optional<v1::LinkInfo> TwoHostsBase::LinkTo(Host& h, const std::string& peer) {
   auto links = Links(h);
   if (!links) return std::nullopt;
-  for (const auto& l : links->links()) {
-    if (l.peer() == peer) return l;
-  }
-  return std::nullopt;
+  const v1::LinkInfo* link = harness::FindLink(*links, peer);
+  if (link == nullptr) return std::nullopt;
+  return *link;
 }
 
 bool TwoHostsBase::WaitLink(Host& h, const std::string& peer,
@@ -356,10 +256,7 @@ bool TwoHostsBase::WaitLinked(Millis timeout, std::string* why) {
             both = false;
             continue;
           }
-          const v1::LinkInfo* found = nullptr;
-          for (const auto& l : links->links()) {
-            if (l.peer() == peer) found = &l;
-          }
+          const v1::LinkInfo* found = harness::FindLink(*links, peer);
           seen += h->id + " -> " + peer + ": " +
                   (found ? found->state() + " (last_error '" + found->last_error() + "')"
                          : std::string("no link listed")) +
@@ -380,13 +277,13 @@ Child* TwoHostsBase::StartApp(Host& h, const std::string& role,
   SpawnOptions o;
   int n = ++app_counter_;
   o.stderr_path = dir() + "/app-" + std::to_string(n) + "-" + h.id + "-" + role + ".log";
-  std::string error;
-  auto child = Child::Spawn(InHost(h, argv), o, &error);
-  if (!child) {
-    ADD_FAILURE() << "cannot start mcdma_testapp " << role << " on " << h.id << ": " << error;
+  auto child = Child::Spawn(harness::InNamespace(h.netns, argv), o);
+  if (!child.ok()) {
+    ADD_FAILURE() << "cannot start mcdma_testapp " << role << " on " << h.id << ": "
+                  << child.status().message();
     return nullptr;
   }
-  apps_.push_back(std::move(child));
+  apps_.push_back(std::move(child).value());
   app_labels_.push_back("app " + std::to_string(n) + " on " + h.id + ": " + role);
   return apps_.back().get();
 }
@@ -424,14 +321,15 @@ CommandResult TwoHostsBase::Ctl(Host& h, const std::vector<std::string>& args, M
 }
 
 CommandResult TwoHostsBase::HostsSh(const std::string& cmd) {
-  return RunCommand({"/bin/bash", kHostsScript, cmd, prefix_}, Millis(30000));
+  if (!hosts_) return CommandResult{std::nullopt, "", "no hosts"};
+  return hosts_->Script(cmd);
 }
 
 std::string TwoHostsBase::Describe() const {
   std::string out;
   for (const Host* h : {&a_, &b_}) {
     out += "==== " + h->id + " mcdma-rpcd log (" + h->log + ", tail) ====\n";
-    out += Tail(h->log, 80) + "\n";
+    out += harness::LastLines(ReadFile(h->log), 80) + "\n";
   }
   for (size_t i = 0; i < apps_.size(); ++i) {
     out += "==== " + app_labels_[i] + " ====\n" + apps_[i]->Describe();

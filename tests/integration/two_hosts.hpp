@@ -21,12 +21,15 @@
 //             linux-rc). Elsewhere it skips, saying so. Sizes shrink there
 //             (VerbsScale) because the VM emulates its CPUs.
 //
-// Lifetime: SetUp makes a mkdtemp directory, a fabric key (`mcdmactl
-// fabric-key new`), the namespaces (netns), starts host-b then host-a and
-// waits until `mcdmactl links --json` shows the link "up" on both sides
-// (unless LinkAtSetUp() is false: then the test adjusts the hosts and calls
-// StartDaemons itself). TearDown SIGKILLs every app, SIGTERMs both daemons
-// (each must exit 0 within 15 s), always runs `hosts.sh down`, and on any
+// The hosts and their daemons are the harness's (harness/hosts.hpp,
+// harness/daemons.hpp); this fixture adds the variants, gtest's failures
+// and the testapp processes.
+//
+// Lifetime: SetUp makes a mkdtemp directory, a fabric key, the namespaces
+// (netns), starts host-b then host-a and waits until `mcdmactl links
+// --json` shows the link "up" on both sides (unless LinkAtSetUp() is false:
+// then the test adjusts the hosts and calls StartDaemons itself). TearDown SIGKILLs every app,
+// SIGTERMs both daemons (each must exit 0 within 15 s), always runs `hosts.sh down`, and on any
 // failure prints both daemons' logs and every app's output.
 //
 // Threading: everything here belongs to the test body's thread.
@@ -43,9 +46,11 @@
 #include <vector>
 
 #include "daemon_fixture.hpp"
+#include "harness/daemons.hpp"
+#include "harness/hosts.hpp"
 #include "mcdma/client.hpp"
 #include "mcdma/v1/admin.pb.h"
-#include "process.hpp"
+#include "test_util.hpp"
 
 namespace mcdma::itest {
 
@@ -61,23 +66,10 @@ std::string HostVariantName(const ::testing::TestParamInfo<HostVariant>& info);
 // How gtest prints the parameter ("loopback", "netns").
 void PrintTo(HostVariant v, std::ostream* os);
 
-// One simulated host: its daemon's configuration and process.
-struct Host {
-  std::string id;                  // host id, "host-a" / "host-b"
-  std::string ns;                  // network namespace; "" in the loopback variant
-  std::string ip;                  // where its daemon listens
-  int peer_port = 0;               // --listen port
-  int data_port = 0;               // --data-listen port
-  std::string socket;              // control socket
-  std::string log;                 // daemon stderr (appended across restarts)
-  std::string key;                 // --fabric-key file
-  std::vector<std::string> peers;  // --peer values
-  std::vector<std::string> extra;  // more daemon flags
-  std::unique_ptr<Child> daemon;
-
-  std::string listen() const { return ip + ":" + std::to_string(peer_port); }
-  std::string data_listen() const { return ip + ":" + std::to_string(data_port); }
-};
+// One simulated host: id, namespace, address, and its daemon's
+// configuration (ports, socket, log, fabric key, --peer values, more
+// flags) and process (`daemon`).
+using Host = harness::DaemonHost;
 
 // The fixture itself, for any parameter type: a subclass says which
 // variant it runs (TwoHosts below: gtest's parameter; KillMatrix: netns).
@@ -100,7 +92,6 @@ class TwoHostsBase : public ::testing::Test {
   Host& a() { return a_; }
   Host& b() { return b_; }
   const std::string& dir() const { return dir_.path(); }
-  const std::string& prefix() const { return prefix_; }
 
   // Starts host-b, then host-a, and waits (20 s) for the link to be "up" on
   // both; fails the test (fatally, in the caller's ASSERT_NO_FATAL_FAILURE)
@@ -154,12 +145,12 @@ class TwoHostsBase : public ::testing::Test {
   void PrepareLoopback();
   void PrepareNetns();
   void PrepareVerbs();
-  std::vector<std::string> InHost(const Host& h, std::vector<std::string> argv) const;
+  // Takes the hosts' ids, namespaces and addresses into a_ and b_.
+  void AdoptHosts(std::unique_ptr<harness::Hosts> hosts);
 
   TempDir dir_;
-  std::string prefix_;
+  std::unique_ptr<harness::Hosts> hosts_;  // netns: owns the namespaces
   std::string profile_;
-  bool netns_up_ = false;
   Host a_;
   Host b_;
   std::vector<std::unique_ptr<Child>> apps_;

@@ -7,29 +7,13 @@
 //       (soak_app.cpp), started by the driver inside its host's namespace
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <string>
-#include <vector>
+#include "harness/role_main.hpp"
 
 namespace mcdma::soak {
 
-// "--key value" pairs; a flag without a value is "1".
-class Args {
- public:
-  static bool Parse(int argc, char** argv, Args& out, std::string& error);
-  bool Has(const std::string& key) const { return values_.count(key) != 0; }
-  std::string Str(const std::string& key, const std::string& def = "") const;
-  uint64_t U64(const std::string& key, uint64_t def = 0) const;
-  double Double(const std::string& key, double def) const;
-  // A required key; exits with status 2 when missing.
-  std::string Need(const std::string& key) const;
-
- private:
-  std::map<std::string, std::string> values_;
-};
-
-std::vector<std::string> SplitList(const std::string& list);
+// "--key value" pairs after the mode (harness/role_main.hpp).
+using harness::Args;
+using harness::SplitList;
 
 int RunApp(const Args& args);
 int RunDriver(const Args& args);

@@ -17,7 +17,6 @@
 // It prints the operations by kind, the failures by code, lost and
 // duplicated counts and each daemon's RSS and open descriptors at the start
 // and the end. Threading: one thread.
-#include <google/protobuf/util/json_util.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -36,8 +35,10 @@
 #include <thread>
 #include <vector>
 
-#include "mcdma/v1/admin.pb.h"
-#include "process.hpp"
+#include "harness/child.hpp"
+#include "harness/daemons.hpp"
+#include "harness/files.hpp"
+#include "harness/hosts.hpp"
 #include "soak.hpp"
 #include "soak_wire.hpp"
 #include "socket_path.hpp"
@@ -45,11 +46,11 @@
 namespace mcdma::soak {
 namespace {
 
-using itest::Child;
-using itest::CommandResult;
-using itest::Millis;
-using itest::RunCommand;
+using harness::Child;
+using harness::CommandResult;
+using harness::Millis;
 using SteadyClock = std::chrono::steady_clock;
+using Host = harness::DaemonHost;
 
 constexpr int kApps = 8;
 constexpr const char* kKinds[] = {"call", "notify", "read", "write"};
@@ -60,28 +61,7 @@ const std::set<std::string> kControlCodes = {"NOT_FOUND", "LINK_DOWN"};
 
 bool IsControl(const std::string& kind) { return kind == "lookup" || kind == "resolve"; }
 
-std::string IpPath() {
-  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
-    if (access(p, X_OK) == 0) return p;
-  }
-  return "ip";
-}
-
-std::string SelfPath() {
-  std::error_code ec;
-  return std::filesystem::read_symlink("/proc/self/exe", ec).string();
-}
-
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-struct Host {
-  std::string id;
-  std::string ns;
-  std::string ip;
-  std::string socket;
-  std::string log;
-  std::unique_ptr<Child> daemon;
-};
 
 // A daemon's resident memory (kB) and open descriptors, from /proc.
 struct Footprint {
@@ -140,7 +120,7 @@ class Soak {
 
  private:
   bool SetUp();
-  bool StartDaemon(Host& h, const std::vector<std::string>& peers);
+  bool StartDaemon(Host& h);
   bool LinksUp(Millis timeout);
   bool StartApp(int app);
   void KillApp(int app);
@@ -150,18 +130,8 @@ class Soak {
   bool StopAndReport();
   void TearDown();
   int Summarize();
-  CommandResult Ctl(Host& h, const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {MCDMA_CTL_PATH, "--socket", h.socket};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, Millis(15000));
-  }
-  CommandResult HostsSh(const std::string& cmd) {
-    return RunCommand({"/bin/bash", MCDMA_HOSTS_SH, cmd, prefix_}, Millis(30000));
-  }
-  std::vector<std::string> InHost(const Host& h, std::vector<std::string> argv) const {
-    argv.insert(argv.begin(), {IpPath(), "netns", "exec", h.ns});
-    return argv;
-  }
+  // hosts.sh cut / restore.
+  CommandResult HostsSh(const std::string& cmd) { return hosts_->Script(cmd); }
   Host& HostOf(int app) { return app < kApps / 2 ? a_ : b_; }
   void Problem(const std::string& what) {
     problems_.push_back(what);
@@ -176,12 +146,11 @@ class Soak {
   const uint64_t seed_;
   const uint64_t drop_every_;  // self-test: the apps forget every Nth notification
   std::mt19937_64 rng_;
-  itest::TempDir dir_;
-  std::string prefix_;
-  bool netns_up_ = false;
+  harness::TempDir dir_;
+  std::string self_;                       // this binary, run again as each app
+  std::unique_ptr<harness::Hosts> hosts_;  // the two namespaces
   bool cut_ = false;
   Host a_, b_;
-  std::string key_;
   SteadyClock::time_point start_;
   std::vector<std::unique_ptr<Run>> runs_;  // every incarnation, in start order
   Run* current_[kApps] = {};
@@ -196,37 +165,34 @@ class Soak {
 
 bool Soak::SetUp() {
   if (!dir_.ok()) {
-    Problem("mkdtemp failed");
+    Problem(dir_.error());
     return false;
   }
-  key_ = dir_.path() + "/fabric.key";
-  CommandResult k = RunCommand({MCDMA_CTL_PATH, "fabric-key", "new", key_}, Millis(10000));
-  if (k.exit_code() != 0) {
-    Problem("mcdmactl fabric-key new: " + k.Describe());
+  const std::string key = dir_.path() + "/fabric.key";
+  if (Status st = harness::WriteFabricKey(key); !st.ok()) {
+    Problem("fabric key: " + st.message());
     return false;
   }
-  prefix_ = "mcsk" + std::to_string(getpid() % 100000);
-  (void)HostsSh("down");
-  CommandResult up = HostsSh("up");
-  if (up.exit_code() != 0) {
-    Problem("hosts.sh up: " + up.Describe());
+  auto hosts =
+      harness::Hosts::MakeNamespaces(MCDMA_HOSTS_SH, "mcsk" + std::to_string(getpid() % 100000), 2);
+  if (!hosts.ok()) {
+    Problem(hosts.status().message());
     return false;
   }
-  netns_up_ = true;
-  std::istringstream lines(up.out);
-  std::string ns, ip;
-  while (lines >> ns >> ip) {
-    Host& h = ns == prefix_ + "-a" ? a_ : b_;
-    h.ns = ns;
-    h.ip = ip;
-  }
-  a_.id = "host-a";
-  b_.id = "host-b";
-  for (Host* h : {&a_, &b_}) {
+  hosts_ = std::move(hosts).value();
+  Host* both[2] = {&a_, &b_};
+  for (size_t i = 0; i < 2; ++i) {
+    Host* h = both[i];
+    static_cast<harness::Host&>(*h) = (*hosts_)[i];
     h->socket = dir_.path() + "/" + h->id + ".sock";
     h->log = dir_.path() + "/daemon-" + h->id + ".log";
+    h->key = key;
+    h->peer_port = harness::kPeerPort;
+    h->data_port = harness::kDataPort;
+    h->extra = {"--heartbeat-ms", "200", "--link-timeout-ms", "1500", "--reconnect-max-ms", "1000"};
   }
-  if (!StartDaemon(b_, {}) || !StartDaemon(a_, {"host-b=" + b_.ip + ":7471,tcp"})) return false;
+  a_.peers = {"host-b=" + b_.listen() + ",tcp"};
+  if (!StartDaemon(b_) || !StartDaemon(a_)) return false;
   if (!LinksUp(Millis(20000))) {
     Problem("the link between host-a and host-b did not come up within 20 s");
     return false;
@@ -234,47 +200,10 @@ bool Soak::SetUp() {
   return true;
 }
 
-bool Soak::StartDaemon(Host& h, const std::vector<std::string>& peers) {
-  std::vector<std::string> argv = {MCDMA_RPCD_PATH,
-                                   "--socket",
-                                   h.socket,
-                                   "--host-id",
-                                   h.id,
-                                   "--log-level",
-                                   "info",
-                                   "--fabric-key",
-                                   key_,
-                                   "--listen",
-                                   h.ip + ":7471",
-                                   "--data-listen",
-                                   h.ip + ":7472",
-                                   "--heartbeat-ms",
-                                   "200",
-                                   "--link-timeout-ms",
-                                   "1500",
-                                   "--reconnect-max-ms",
-                                   "1000"};
-  for (const auto& p : peers) {
-    argv.push_back("--peer");
-    argv.push_back(p);
-  }
-  itest::SpawnOptions o;
-  o.stderr_path = h.log;
-  o.pipe_stdout = false;
-  o.pipe_stdin = false;
-  std::string error;
-  h.daemon = Child::Spawn(InHost(h, argv), o, &error);
-  if (!h.daemon) {
-    Problem("cannot start " + h.id + "'s daemon: " + error);
-    return false;
-  }
-  for (int i = 0; i < 400; ++i) {
-    if (!h.daemon->Alive()) break;
-    if (std::filesystem::exists(h.socket) && Ctl(h, {"status"}).exit_code() == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  Problem(h.id + "'s daemon did not start serving");
-  return false;
+bool Soak::StartDaemon(Host& h) {
+  Status st = harness::StartDaemon(MCDMA_RPCD_PATH, h, Millis(20000));
+  if (!st.ok()) Problem(st.message());
+  return st.ok();
 }
 
 bool Soak::LinksUp(Millis timeout) {
@@ -282,14 +211,10 @@ bool Soak::LinksUp(Millis timeout) {
   while (SteadyClock::now() < deadline) {
     bool both = true;
     for (Host* h : {&a_, &b_}) {
-      CommandResult r = Ctl(*h, {"links", "--json"});
-      v1::LinksReply reply;
-      google::protobuf::util::JsonParseOptions po;
-      po.ignore_unknown_fields = true;
+      auto links = harness::ReadLinks(MCDMA_CTL_PATH, *h);
       bool up = false;
-      if (r.exit_code() == 0 &&
-          google::protobuf::util::JsonStringToMessage(r.out, &reply, po).ok()) {
-        for (const auto& l : reply.links()) up = up || l.state() == "up";
+      if (links.ok()) {
+        for (const auto& l : links->links()) up = up || l.state() == "up";
       }
       both = both && up;
     }
@@ -303,23 +228,25 @@ bool Soak::StartApp(int app) {
   Host& h = HostOf(app);
   std::string hosts;
   for (int j = 0; j < kApps; ++j) hosts += (j ? "," : "") + HostOf(j).id;
-  std::vector<std::string> argv = {
-      SelfPath(),          "app",     "--socket", h.socket, "--index",
-      std::to_string(app), "--hosts", hosts,      "--seed", std::to_string(seed_ * 100 + app)};
+  std::vector<std::string> argv = {self_,      "app",
+                                   "--socket", h.socket,
+                                   "--index",  std::to_string(app),
+                                   "--hosts",  hosts,
+                                   "--seed",   std::to_string(seed_ * 100 + app)};
   if (drop_every_ > 0) {
     argv.push_back("--drop-every");
     argv.push_back(std::to_string(drop_every_));
   }
-  itest::SpawnOptions o;
+  harness::SpawnOptions o;
   o.stderr_path = dir_.path() + "/app-" + std::to_string(app) + ".log";
-  std::string error;
   auto run = std::make_unique<Run>();
   run->app = app;
-  run->child = Child::Spawn(InHost(h, argv), o, &error);
-  if (!run->child) {
-    Problem("cannot start app " + std::to_string(app) + ": " + error);
+  auto child = Child::Spawn(hosts_->On(h, argv), o);
+  if (!child.ok()) {
+    Problem("cannot start app " + std::to_string(app) + ": " + child.status().message());
     return false;
   }
+  run->child = std::move(child).value();
   auto ready = run->child->WaitForPrefix("READY", Millis(20000));
   if (!ready) {
     Problem("app " + std::to_string(app) + " did not get ready:\n" + run->child->Describe());
@@ -378,7 +305,7 @@ void Soak::Pump() {
   for (Host* h : {&a_, &b_}) {
     if (h->daemon && !h->daemon->Alive()) {
       Problem(h->id +
-              "'s daemon died: " + itest::DescribeStatus(h->daemon->exit_status().value_or(0)));
+              "'s daemon died: " + harness::DescribeStatus(h->daemon->exit_status().value_or(0)));
       h->daemon.reset();
     }
   }
@@ -477,9 +404,9 @@ void Soak::TearDown() {
     if (r == nullptr) continue;
     r->child->CloseStdin();
     auto st = r->child->WaitExit(Millis(15000));
-    if (!itest::ExitedWith(st, 0)) {
+    if (!harness::ExitedWith(st, 0)) {
       Problem("app " + std::to_string(r->app) + " ended with " +
-              (st ? itest::DescribeStatus(*st) : std::string("nothing (still running)")));
+              (st ? harness::DescribeStatus(*st) : std::string("nothing (still running)")));
       r->child->Kill();
     }
   }
@@ -490,10 +417,10 @@ void Soak::TearDown() {
     }
     h->daemon->Signal(SIGTERM);
     auto st = h->daemon->WaitExit(Millis(15000));
-    if (!itest::ExitedWith(st, 0)) {
+    if (!harness::ExitedWith(st, 0)) {
       daemons_clean_exit_ = false;
       Problem(h->id + "'s daemon ended with " +
-              (st ? itest::DescribeStatus(*st) : std::string("nothing within 15 s of SIGTERM")));
+              (st ? harness::DescribeStatus(*st) : std::string("nothing within 15 s of SIGTERM")));
       h->daemon->Kill();
     }
   }
@@ -509,10 +436,9 @@ void Soak::TearDown() {
       }
     }
   }
-  if (netns_up_) {
-    CommandResult down = HostsSh("down");
+  if (hosts_) {
+    CommandResult down = hosts_->Down();
     if (down.exit_code() != 0) Problem("hosts.sh down: " + down.Describe());
-    netns_up_ = false;
   }
 }
 
@@ -640,7 +566,7 @@ int Soak::Summarize() {
     std::cerr << "soak: the daemons' logs (tails):\n";
     for (const Host* h : hosts) {
       std::cerr << "==== " << h->id << " ====\n";
-      std::string log = itest::ReadFile(h->log);
+      std::string log = harness::ReadFile(h->log);
       std::cerr << log.substr(log.size() > 6000 ? log.size() - 6000 : 0) << "\n";
     }
   }
@@ -648,12 +574,14 @@ int Soak::Summarize() {
 }
 
 int Soak::Main() {
-  CommandResult check = RunCommand({"/bin/bash", MCDMA_HOSTS_SH, "check"}, Millis(10000));
-  if (check.exit_code() == 77) {
-    std::cout << "soak: skipped: " << check.err
+  Status check = harness::Hosts::Check(MCDMA_HOSTS_SH);
+  if (check.code() == Code::kUnavailable) {
+    std::cout << "soak: skipped: " << check.message()
               << "(two hosts need network namespaces: run as root)\n";
     return 77;
   }
+  auto self = harness::SelfExePath();
+  self_ = self.ok() ? *self : "";
   bool ok = SetUp();
   for (int app = 0; ok && app < kApps; ++app) ok = StartApp(app);
   start_ = SteadyClock::now();
