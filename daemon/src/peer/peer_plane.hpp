@@ -8,11 +8,11 @@
 #include <memory>
 #include <string>
 
+#include "config/options.hpp"
 #include "driver/transport.hpp"
 #include "engine/engine.hpp"
 #include "listener.hpp"
 #include "mcdma_auth/fabric_key.hpp"
-#include "config/options.hpp"
 #include "peer/link_manager.hpp"
 #include "peer/peer_service.hpp"
 

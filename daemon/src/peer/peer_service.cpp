@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "service/grpc_status.hpp"
 #include "peer/peer_util.hpp"
+#include "service/grpc_status.hpp"
 
 namespace mcdma::daemon {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "mcdma/status.hpp"
 #include "config/options.hpp"
+#include "mcdma/status.hpp"
 
 namespace mcdma::daemon {
 
