@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <string>
 
+#include "peer/peer_channel.hpp"
 #include "socket_path.hpp"
 #include "watchdog.hpp"
 
@@ -178,6 +179,23 @@ TEST_F(WatchdogTest, StopsAtOnceAndRunsNoThreadWithoutAWatchdog) {
     Watchdog off([&] { return static_cast<uint64_t>(++looks); });
   }
   EXPECT_EQ(looks.load(), 0) << "no watchdog asked for, yet the engine was looked at";
+}
+
+// A peer's refusal reaches apps as a named code: a full authentication
+// gate is BUSY (retry later), never INTERNAL.
+TEST(FromPeerGrpc, NamesEachRefusal) {
+  auto code = [](grpc::StatusCode c) {
+    return FromPeerGrpc(grpc::Status(c, "why"), "host-a").code();
+  };
+  EXPECT_EQ(code(grpc::StatusCode::RESOURCE_EXHAUSTED), Code::kBusy);
+  EXPECT_EQ(code(grpc::StatusCode::UNAUTHENTICATED), Code::kPermissionDenied);
+  EXPECT_EQ(code(grpc::StatusCode::UNAVAILABLE), Code::kLinkDown);
+  EXPECT_EQ(code(grpc::StatusCode::FAILED_PRECONDITION), Code::kLinkDown);
+  EXPECT_EQ(code(grpc::StatusCode::DATA_LOSS), Code::kInternal);
+  Status busy =
+      FromPeerGrpc(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "gate full"), "host-a");
+  EXPECT_NE(busy.message().find("host-a"), std::string::npos) << busy.ToString();
+  EXPECT_TRUE(FromPeerGrpc(grpc::Status::OK, "host-a").ok());
 }
 
 }  // namespace

@@ -28,6 +28,10 @@ Status FromPeerGrpc(const grpc::Status& s, const std::string& peer) {
     case grpc::StatusCode::FAILED_PRECONDITION:
       // A stale generation or a request out of order: retry from Hello.
       return Status(Code::kLinkDown, "peer '" + peer + "' refused the step: " + m);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      // The peer's authentication gate is full (auth_gate.hpp): a named
+      // retry-later, never INTERNAL.
+      return Status(Code::kBusy, "peer '" + peer + "' is busy: " + m);
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
     case grpc::StatusCode::CANCELLED:
@@ -66,6 +70,21 @@ std::string PeerChannel::ticket() {
 }
 
 Status PeerChannel::Authenticate(Millis timeout) {
+  MutexLock single(auth_mu_);
+  return AuthenticateOnce(timeout);
+}
+
+Status PeerChannel::EnsureTicket(const std::string& refused, Millis timeout) {
+  // One exchange at a time per channel: callers that find no ticket (or had
+  // `refused` turned down) queue here, and all but the first find the ticket
+  // the first one got. Without this, every app's lookup in the same moment
+  // ran an exchange of its own and the peer's gate refused the surplus.
+  MutexLock single(auth_mu_);
+  if (std::string t = ticket(); !t.empty() && t != refused) return Status::Ok();
+  return AuthenticateOnce(timeout);
+}
+
+Status PeerChannel::AuthenticateOnce(Millis timeout) {
   std::string name = expected_peer_.empty() ? target_ : expected_peer_;
   MCDMA_ASSIGN_OR_RETURN(auto initiator,
                          peer_auth::Initiator::Create(key_, own_host_id_, expected_peer_));
@@ -120,7 +139,7 @@ Result<Rep> PeerChannel::CallWithTicket(const Req& req, Millis timeout, Fn fn) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::string t = ticket();
     if (t.empty()) {
-      MCDMA_RETURN_IF_ERROR(Authenticate(timeout));
+      MCDMA_RETURN_IF_ERROR(EnsureTicket("", timeout));
       t = ticket();
     }
     grpc::ClientContext ctx;
@@ -130,8 +149,9 @@ Result<Rep> PeerChannel::CallWithTicket(const Req& req, Millis timeout, Fn fn) {
     grpc::Status gs = (stub_.get()->*fn)(&ctx, req, &rep);
     if (gs.ok()) return rep;
     if (gs.error_code() == grpc::StatusCode::UNAUTHENTICATED && attempt == 0) {
-      MutexLock lock(mu_);
-      ticket_.clear();
+      // Only the ticket the peer refused is dropped: another caller may
+      // already hold a fresh one.
+      MCDMA_RETURN_IF_ERROR(EnsureTicket(t, timeout));
       continue;
     }
     return FromPeerGrpc(gs, name);

@@ -18,8 +18,9 @@
 namespace mcdma::daemon {
 
 // A failed peer call as a Status: the peer's "CODE_NAME: message" when it
-// sent one, else UNAUTHENTICATED -> PERMISSION_DENIED and an unreachable
-// peer -> LINK_DOWN.
+// sent one, else UNAUTHENTICATED -> PERMISSION_DENIED, a full
+// authentication gate (RESOURCE_EXHAUSTED) -> BUSY and an unreachable peer
+// -> LINK_DOWN.
 Status FromPeerGrpc(const grpc::Status& s, const std::string& peer);
 
 class PeerChannel {
@@ -34,9 +35,10 @@ class PeerChannel {
 
   const std::string& target() const { return target_; }
 
-  // Authenticates now (drops any ticket held). PERMISSION_DENIED "fabric key
-  // mismatch ..." when either side's proof fails.
-  Status Authenticate(Millis timeout) MCDMA_EXCLUDES(mu_);
+  // Authenticates now (replaces any ticket held). PERMISSION_DENIED "fabric
+  // key mismatch ..." when either side's proof fails. One exchange at a time
+  // per channel (auth_mu_).
+  Status Authenticate(Millis timeout) MCDMA_EXCLUDES(mu_, auth_mu_);
 
   // Each call authenticates first if no ticket is held, and once more if the
   // peer answers UNAUTHENTICATED (it restarted, or the ticket expired).
@@ -53,6 +55,10 @@ class PeerChannel {
   template <typename Req, typename Rep, typename Fn>
   Result<Rep> CallWithTicket(const Req& req, Millis timeout, Fn fn) MCDMA_EXCLUDES(mu_);
   std::string ticket() MCDMA_EXCLUDES(mu_);
+  // Makes sure a ticket other than `refused` is held, authenticating only
+  // when no other caller got one meanwhile.
+  Status EnsureTicket(const std::string& refused, Millis timeout) MCDMA_EXCLUDES(mu_, auth_mu_);
+  Status AuthenticateOnce(Millis timeout) MCDMA_REQUIRES(auth_mu_) MCDMA_EXCLUDES(mu_);
 
   const std::string target_;
   const std::string expected_peer_;
@@ -61,6 +67,9 @@ class PeerChannel {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Peer::Stub> stub_;
 
+  // Taken for a whole authentication exchange, before mu_ (never the other
+  // way round); mu_ guards only the ticket and is never held across a call.
+  Mutex auth_mu_;
   Mutex mu_;
   std::string ticket_ MCDMA_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point ticket_renew_ MCDMA_GUARDED_BY(mu_);
