@@ -114,6 +114,14 @@ class Connection {
   virtual size_t Poll(std::span<WorkCompletion> out) = 0;
   // Requests posted and not yet reaped.
   virtual uint32_t outstanding() const = 0;
+  // The connection is being dropped because its path failed (a rail taken
+  // out): discard what is still queued rather than flushing it to the peer
+  // later (tcp: the socket is reset, SO_LINGER 0, so bytes stuck behind a
+  // cut cable never reach the peer after the operations were reissued
+  // elsewhere). Posted requests then complete kLinkDown or are dropped with
+  // the connection as on any failure. Idempotent; the caller destroys the
+  // connection next.
+  virtual void Abandon() {}
 };
 
 // The local half of a connection being set up: its description travels to

@@ -114,9 +114,13 @@ Bytes Fragment(daemon::link_wire::Header h, const Bytes& payload) {
   return framed + out;
 }
 
+// Sequence numbers of the corpus' messages, in order from 1 as a peer sends them.
+uint64_t next_seq = 1;
+
 Bytes Message(daemon::link_wire::MsgType type, uint64_t id, uint64_t target, const Bytes& payload,
               uint16_t status = 0) {
   daemon::link_wire::Header h;
+  h.seq = type == daemon::link_wire::MsgType::kAck ? 0 : next_seq++;
   h.type = type;
   h.id = id;
   h.target = target;
@@ -128,6 +132,7 @@ Bytes Message(daemon::link_wire::MsgType type, uint64_t id, uint64_t target, con
 
 void LinkCorpus() {
   using daemon::link_wire::MsgType;
+  next_seq = 1;
   Write("link_wire", "call", Message(MsgType::kCall, 9, 1, "request"));
   Write("link_wire", "notify", Message(MsgType::kNotify, 10, 1, "note"));
   Write("link_wire", "reply", Message(MsgType::kReply, 11, 0, "answer"));
@@ -136,10 +141,22 @@ void LinkCorpus() {
   Write("link_wire", "revoke_ack", Message(MsgType::kRevokeAck, 0, 2, ""));
   Write("link_wire", "echo", Message(MsgType::kEcho, 13, 0, "ping"));
   Write("link_wire", "echo_reply", Message(MsgType::kEchoReply, 14, 0, "pong"));
+  Write("link_wire", "ack", Message(MsgType::kAck, 0, 0, ""));
+  // A call, the same call again (sent again after a rail failed), one
+  // ahead of its turn, then the one it waited for.
+  next_seq = 1;
+  Bytes call = Message(MsgType::kCall, 17, 1, "request");
+  next_seq = 3;
+  Bytes early = Message(MsgType::kNotify, 19, 1, "early");
+  next_seq = 2;
+  Bytes turn = Message(MsgType::kNotify, 20, 1, "turn");
+  Write("link_wire", "resent_and_early", call + call + early + turn);
   // One message in two fragments, then a call.
+  next_seq = 1;
   daemon::link_wire::Header h;
   h.type = MsgType::kEcho;
   h.id = 15;
+  h.seq = next_seq++;
   h.total_len = 10;
   Bytes two = Fragment(h, "hello");
   h.frag_off = 5;

@@ -25,6 +25,16 @@ Result<uint64_t> TcpConnection::CheckLocal(const char* op, const LocalSlice& sli
 
 void TcpConnection::Enqueue(const PostedRequest& request) { core_->io.Post(shared_, request); }
 
+void TcpConnection::Abandon() {
+  if (abandoned_) return;
+  abandoned_ = true;
+  // Marked here too, so that a post after Abandon fails at once rather
+  // than reaching the I/O thread; the I/O thread's own MarkDown keeps this
+  // detail (the first one wins).
+  shared_->MarkDown("the connection was abandoned (its path failed)");
+  core_->io.Reset(shared_);
+}
+
 size_t TcpConnection::Poll(std::span<WorkCompletion> out) {
   MutexLock lock(shared_->mu);
   return Reap(shared_->completions, out);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "driver/post_checks.hpp"
 #include "driver/tcp/tcp_io.hpp"
@@ -30,10 +31,17 @@ struct DeviceCore {
         registry(caps.max_registrations),
         io(registry, rendezvous, timeout) {}
 
+  // A rail's listener: the local address it is bound to and its port.
+  struct Rail {
+    std::string address;
+    uint16_t port = 0;
+  };
+
   const Caps caps;
   const std::chrono::milliseconds connect_timeout;
   std::string advertise_address;  // set once, before any child exists
   uint16_t port = 0;              // likewise
+  std::vector<Rail> rails;        // likewise; in TcpOptions::rail_addresses order
   Registry registry;
   Rendezvous rendezvous;
   IoThread io;
@@ -44,7 +52,8 @@ class TcpConnection final : public CheckedConnection {
  public:
   TcpConnection(std::shared_ptr<DeviceCore> core, std::shared_ptr<ConnShared> shared)
       : core_(std::move(core)), shared_(std::move(shared)) {}
-  // Tells the I/O thread to close the socket (the peer sees CLOSE).
+  // Tells the I/O thread to close the socket (the peer sees CLOSE, unless
+  // the connection was abandoned or is down already).
   ~TcpConnection() override;
   TcpConnection(const TcpConnection&) = delete;
   TcpConnection& operator=(const TcpConnection&) = delete;
@@ -52,6 +61,9 @@ class TcpConnection final : public CheckedConnection {
   const Caps& caps() const override { return core_->caps; }
   // Reaps only; never blocks on the I/O thread beyond a short mutex.
   size_t Poll(std::span<WorkCompletion> out) override;
+  // Down at once for later posts; the I/O thread then completes what was
+  // posted kLinkDown and resets the socket (IoThread::Reset).
+  void Abandon() override;
 
  private:
   // Every request needs the connection up (the I/O thread marks it down).
@@ -62,6 +74,7 @@ class TcpConnection final : public CheckedConnection {
 
   std::shared_ptr<DeviceCore> core_;
   std::shared_ptr<ConnShared> shared_;
+  bool abandoned_ = false;
 };
 
 }  // namespace mcdma::driver::tcp

@@ -31,15 +31,18 @@ IoThread::IoThread(Registry& registry, Rendezvous& rendezvous,
 
 IoThread::~IoThread() { Stop(); }
 
-Status IoThread::Start(Fd listener) {
+Status IoThread::Start(std::vector<Fd> listeners) {
   MCDMA_ASSIGN_OR_RETURN(poller_, platform::Poller::Create());
   MCDMA_ASSIGN_OR_RETURN(wake_, platform::Wakeup::Create());
-  listener_ = std::move(listener);
-  listener_handle_.fd = listener_.get();
-  wake_handle_.fd = wake_.fd();
-  for (Handle* handle : {&listener_handle_, &wake_handle_}) {
-    MCDMA_RETURN_IF_ERROR(poller_.Add(handle->fd, handle, platform::kInterestRead));
+  listeners_ = std::move(listeners);
+  for (const Fd& listener : listeners_) {
+    listener_handles_.push_back({.kind = Handle::Kind::kListener, .fd = listener.get()});
   }
+  wake_handle_.fd = wake_.fd();
+  for (Handle& handle : listener_handles_) {
+    MCDMA_RETURN_IF_ERROR(poller_.Add(handle.fd, &handle, platform::kInterestRead));
+  }
+  MCDMA_RETURN_IF_ERROR(poller_.Add(wake_handle_.fd, &wake_handle_, platform::kInterestRead));
   ctx_ = std::make_unique<WireContext>(WireContext{
       .registry = registry_, .scratch = std::vector<std::byte>(kScratchBytes), .notify = false});
   thread_ = std::thread([this] { Run(); });
@@ -71,6 +74,10 @@ void IoThread::Adopt(Fd fd, const std::shared_ptr<ConnShared>& conn) {
 
 void IoThread::Close(const std::shared_ptr<ConnShared>& conn) {
   Submit({.kind = Command::Kind::kClose, .conn = conn, .request = {}, .fd = Fd()});
+}
+
+void IoThread::Reset(const std::shared_ptr<ConnShared>& conn) {
+  Submit({.kind = Command::Kind::kReset, .conn = conn, .request = {}, .fd = Fd()});
 }
 
 void IoThread::Submit(Command command) {
@@ -121,6 +128,15 @@ void IoThread::ApplyCommand(Command& command, bool stopped) {
     case Command::Kind::kClose:
       if (wire != nullptr) wire->Abandon();
       break;
+    case Command::Kind::kReset:
+      // No CLOSE, no flush: the socket (closed when the dead wire is
+      // reaped, after this batch) sends RST and drops unsent bytes. Best
+      // effort: should SO_LINGER fail, the close is an orderly one.
+      if (wire != nullptr) {
+        (void)SetResetOnClose(wire->fd());
+        wire->Fail("the connection was abandoned (its path failed)");
+      }
+      break;
   }
 }
 
@@ -165,7 +181,7 @@ void IoThread::Run() {
       auto* handle = static_cast<Handle*>(events[i].tag);
       switch (handle->kind) {
         case Handle::Kind::kListener:
-          AcceptAll();
+          AcceptAll(handle->fd);
           break;
         case Handle::Kind::kWake:
           HandleCommands();
@@ -222,9 +238,9 @@ void IoThread::NotifyIfNeeded() {
   if (notify) (*notify)();
 }
 
-void IoThread::AcceptAll() {
+void IoThread::AcceptAll(int listener) {
   for (;;) {
-    Fd fd = platform::Accept(listener_.get(), platform::Blocking::kNonBlocking);
+    Fd fd = platform::Accept(listener, platform::Blocking::kNonBlocking);
     if (!fd.valid()) return;  // EAGAIN, or a transient error: the poller reports again
     if (accepting_.size() >= kMaxAccepting || !SetDataSocketOptions(fd.get()).ok()) continue;
     auto accepting = std::make_unique<Accepting>();
@@ -285,7 +301,7 @@ void IoThread::Shutdown() {
   for (auto& [conn, slot] : wires_) slot.wire->Fail("the tcp device was destroyed");
   wires_.clear();
   accepting_.clear();
-  listener_.Reset();
+  listeners_.clear();
   // From here on Submit answers commands itself; those that raced with the
   // shutdown are answered now. wires_ is empty and stays so.
   std::deque<Command> left;

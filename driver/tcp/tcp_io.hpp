@@ -1,19 +1,20 @@
 // IoThread: the tcp device's one I/O thread — its "NIC". It waits in the
 // platform poller (epoll on Linux, kqueue on macOS) on the listening
-// socket, every data connection and a wake-up, and does all socket I/O
+// sockets (the device's, and one per rail address), every data connection
+// and a wake-up, and does all socket I/O
 // non-blocking; it polls briefly after activity, then blocks.
 //
-//   * The engine thread hands it work through Post/Adopt/Close: a command
+//   * The engine thread hands it work through Post/Adopt/Close/Reset: a command
 //     queue under a mutex plus a wake-up signal (skipped while one is
 //     already pending). Commands are handled in order.
-//   * Accepted sockets must present a HELLO naming an open endpoint within
+//   * Accepted sockets (from any listener) must present a HELLO naming an open endpoint within
 //     the handshake timeout; they are then parked in the Rendezvous for that
 //     endpoint's Connect. Anything else is closed.
 //   * Completions go to each connection's ConnShared; after a round of
 //     events that delivered any, the notifier (Device::SetNotifier) is called
 //     once, from this thread. It is never called during or after Stop().
 //
-// Threading: Post/Adopt/Close/SetNotifier may be called from any thread
+// Threading: Post/Adopt/Close/Reset/SetNotifier may be called from any thread
 // (the engine's, in practice); Start and Stop from the owner only. All other
 // state belongs to the I/O thread.
 #pragma once
@@ -26,6 +27,7 @@
 #include <memory>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "driver/tcp/tcp_registry.hpp"
 #include "driver/tcp/tcp_shared.hpp"
@@ -47,8 +49,8 @@ class IoThread {
   IoThread(const IoThread&) = delete;
   IoThread& operator=(const IoThread&) = delete;
 
-  // Takes the listening socket and starts the thread.
-  Status Start(Fd listener);
+  // Takes the listening sockets (at least one) and starts the thread.
+  Status Start(std::vector<Fd> listeners);
   // Stops and joins the thread: every connection goes down (its requests
   // complete kLinkDown); later commands are answered inline the same way.
   void Stop() MCDMA_EXCLUDES(mu_);
@@ -61,10 +63,14 @@ class IoThread {
   void Adopt(Fd fd, const std::shared_ptr<ConnShared>& conn);
   // The engine destroyed the connection behind `conn`.
   void Close(const std::shared_ptr<ConnShared>& conn);
+  // The engine abandoned the connection behind `conn` (Connection::Abandon):
+  // it goes down at once (its requests complete kLinkDown) and its socket
+  // closes with a reset, discarding whatever was still unsent.
+  void Reset(const std::shared_ptr<ConnShared>& conn);
 
  private:
   struct Command {
-    enum class Kind : uint8_t { kPost, kAdopt, kClose } kind = Kind::kPost;
+    enum class Kind : uint8_t { kPost, kAdopt, kClose, kReset } kind = Kind::kPost;
     std::shared_ptr<ConnShared> conn;
     Request request;
     Fd fd;
@@ -95,7 +101,7 @@ class IoThread {
   void HandleCommands() MCDMA_EXCLUDES(mu_);
   // `stopped`: the thread is gone; answer without it.
   void ApplyCommand(Command& command, bool stopped);
-  void AcceptAll();
+  void AcceptAll(int listener);
   void ReadHello(Accepting* accepting);
   void DropAccepting(Accepting* accepting);
   int NextTimeoutMs();
@@ -110,8 +116,8 @@ class IoThread {
   const std::chrono::milliseconds handshake_timeout_;
   platform::Poller poller_;
   platform::Wakeup wake_;
-  Fd listener_;
-  Handle listener_handle_{.kind = Handle::Kind::kListener};
+  std::vector<Fd> listeners_;
+  std::deque<Handle> listener_handles_;  // a deque: pointers stay valid
   Handle wake_handle_{.kind = Handle::Kind::kWake};
 
   Mutex mu_;

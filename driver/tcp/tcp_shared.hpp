@@ -26,7 +26,9 @@ using Request = PostedRequest;
 // One connection's mailbox between the threads. The I/O thread appends
 // completions and marks the link down; the engine's Poll drains them.
 struct ConnShared {
-  // Set once, by the I/O thread, after every request it knew of completed.
+  // Set once: by the I/O thread, after every request it knew of completed,
+  // or by the engine's Connection::Abandon (the I/O thread then completes
+  // what it knew of). Read only by the post-time checks.
   std::atomic<bool> down{false};
   Mutex mu;
   std::deque<WorkCompletion> completions MCDMA_GUARDED_BY(mu);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <string>
 
 #include "mcdma_internal/sys.hpp"
 #include "platform/socket.hpp"
@@ -68,14 +69,53 @@ Status WaitFor(int fd, short events, Deadline deadline, const char* what) {
   }
 }
 
-Status LinkError(const char* call, int err, const char* what) {
+Status LinkError(const char* call, int err, const std::string& what) {
   Status sys = SysError(call, err, what);
   return Status(Code::kLinkDown, sys.message());
 }
 
+// Binds `fd` to the interface `ifname` (SO_BINDTODEVICE), on Linux and
+// where permitted: without CAP_NET_RAW (kernels before 5.7) the kernel
+// answers EPERM and the socket stays unbound (Ok). Elsewhere, and for an
+// empty name, nothing to do. The SysError when the kernel refuses otherwise
+// (no such interface, ...).
+Status BindToInterface(int fd, const std::string& ifname) {
+#ifdef __linux__
+  if (!ifname.empty() &&
+      setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ifname.data(),
+                 static_cast<socklen_t>(ifname.size())) != 0 &&
+      errno != EPERM) {
+    return SysError("setsockopt", errno, "SO_BINDTODEVICE " + ifname);
+  }
+#else
+  (void)fd;
+  (void)ifname;
+#endif
+  return Status::Ok();
+}
+
+// Binds a socket of `family` that is about to dial to `source` (DialSource).
+Status BindSource(int fd, int family, const DialSource& source) {
+  if (source.address.empty()) return Status::Ok();
+  if (Status bound = BindToInterface(fd, source.ifname); !bound.ok()) {
+    return Status(Code::kLinkDown, bound.message());
+  }
+  Result<AddrInfoPtr> resolved = Resolve(source.address, 0, /*passive=*/false);
+  if (!resolved.ok()) return Status(Code::kLinkDown, resolved.status().message());
+  for (addrinfo* a = resolved->get(); a != nullptr; a = a->ai_next) {
+    if (a->ai_family != family) continue;
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      return LinkError("bind", errno, "source address " + source.address);
+    }
+    return Status::Ok();
+  }
+  return Status(Code::kLinkDown, "connect: source address " + source.address +
+                                     " is not of the peer address's family");
+}
+
 }  // namespace
 
-Result<Fd> Listen(const std::string& address, uint16_t port) {
+Result<Fd> Listen(const std::string& address, uint16_t port, const std::string& ifname) {
   MCDMA_ASSIGN_OR_RETURN(AddrInfoPtr ai, Resolve(address, port, /*passive=*/true));
   Status last(Code::kInvalid, "listen: no usable address for " + address);
   for (addrinfo* a = ai.get(); a != nullptr; a = a->ai_next) {
@@ -88,6 +128,7 @@ Result<Fd> Listen(const std::string& address, uint16_t port) {
     Fd fd = std::move(opened).value();
     MCDMA_RETURN_IF_ERROR(
         platform::SetSocketInt(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR"));
+    MCDMA_RETURN_IF_ERROR(BindToInterface(fd.get(), ifname));
     if (bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
       last = SysError("bind", errno, address + ":" + std::to_string(port));
       continue;
@@ -117,7 +158,16 @@ Status SetDataSocketOptions(int fd) {
   return platform::SetTcpLiveness(fd, kLiveness);
 }
 
-Result<Fd> Dial(const std::string& address, uint16_t port, Deadline deadline) {
+Status SetResetOnClose(int fd) {
+  linger reset{.l_onoff = 1, .l_linger = 0};
+  if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)) != 0) {
+    return SysError("setsockopt", errno, "SO_LINGER");
+  }
+  return Status::Ok();
+}
+
+Result<Fd> Dial(const std::string& address, uint16_t port, Deadline deadline,
+                const DialSource& source) {
   Result<AddrInfoPtr> resolved = Resolve(address, port, /*passive=*/false);
   if (!resolved.ok()) return Status(Code::kLinkDown, resolved.status().message());
   AddrInfoPtr ai = std::move(resolved).value();
@@ -130,6 +180,10 @@ Result<Fd> Dial(const std::string& address, uint16_t port, Deadline deadline) {
       continue;
     }
     Fd fd = std::move(opened).value();
+    if (Status bound = BindSource(fd.get(), a->ai_family, source); !bound.ok()) {
+      last = bound;
+      continue;
+    }
     if (connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
       if (errno != EINPROGRESS) {
         last = LinkError("connect", errno, "dialling the peer endpoint");

@@ -43,10 +43,29 @@
 // peer that dialled in is not the one named. The endpoint is consumed
 // either way.
 //
+// Rails: TcpOptions::rail_addresses names local interface addresses; the
+// device listens on each as well (its own listener, served by the same I/O
+// thread and handshake). CreateEndpointOn(address) makes an endpoint that
+// advertises that address and its listener's port and, when it dials,
+// leaves from that address. Where the OS allows (Linux SO_BINDTODEVICE;
+// skipped without the privilege, and on macOS) both the rail's listener
+// and its dials are bound to the interface holding the address, so a dial
+// from a rail towards a peer's rail on another cable is refused at once
+// (kLinkDown, ECONNREFUSED) instead of being carried across (Linux answers
+// for every local address on every interface, so binding the dial alone
+// would not do): a link can probe which of its rails pair up, with a
+// timeout of its own, and run one data connection per rail. A rail whose
+// cable is out fails its dial by the neighbour timeout (EHOSTUNREACH,
+// about 3 s) or the probe's timeout; platform/netif.hpp tells a dead
+// interface without dialling.
+//
 // Failure: a peer that closes, resets, errs, or sends anything malformed
 // (tcp_frame.hpp) takes the connection down: every outstanding request
 // completes kLinkDown and later posts fail kLinkDown. Destroying a
 // Connection sends CLOSE to the peer; its own outstanding work is dropped.
+// Abandon() (transport.hpp) fails the posted requests kLinkDown and resets
+// the socket instead (SO_LINGER 0: unsent bytes are discarded, the peer
+// sees a reset and goes down too).
 //
 // Threading: as transport.hpp: the device and its children belong to the
 // engine thread (Post*/Poll are not thread-safe among themselves). Children
@@ -59,6 +78,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "driver/transport.hpp"
 #include "mcdma/status.hpp"
@@ -79,6 +99,13 @@ struct TcpOptions {
   // How long Connect waits for the peer, and an accepted socket for its
   // HELLO; default 10 s.
   std::chrono::milliseconds connect_timeout{10'000};
+  // IP literals of local interfaces to run rails over (see Rails above);
+  // default none. The device listens on each, on listen_port's bound port
+  // when that is free there, else on an ephemeral one (rail_port). Each
+  // must be a distinct, non-wildcard IP literal the host holds, else
+  // CreateTcpDevice fails kInvalid (not a literal, a wildcard, a duplicate)
+  // or kSystem (cannot bind: not local, ...), naming the address.
+  std::vector<std::string> rail_addresses;
 };
 
 // name "tcp", profile "tcp", one-sided, 256 requests per queue, 64 READs in
@@ -94,6 +121,18 @@ class TcpDevice : public Device {
   virtual uint16_t port() const = 0;
   // The address peers are told to dial.
   virtual const std::string& advertise_address() const = 0;
+  // The port of the listener bound to rail address `local_address`;
+  // nullopt when it is not one of TcpOptions::rail_addresses.
+  virtual std::optional<uint16_t> rail_port(const std::string& local_address) const = 0;
+  // An endpoint on the rail `local_address` (one of rail_addresses, else
+  // kInvalid): its LocalInfo() advertises that address and the port of its
+  // listener; its Connect waits up to `connect_timeout` (positive, else
+  // kInvalid; usually shorter than TcpOptions::connect_timeout for a probe)
+  // and, when this side dials (the lower token), binds the socket's source
+  // to `local_address` and, where permitted, to the interface holding it.
+  // Otherwise as CreateEndpoint.
+  virtual Result<std::unique_ptr<Endpoint>> CreateEndpointOn(
+      const std::string& local_address, std::chrono::milliseconds connect_timeout) = 0;
 };
 
 // A peer's LocalInfo() whose address is a wildcard ("0.0.0.0" or "::": the
@@ -102,9 +141,10 @@ class TcpDevice : public Device {
 // malformed info.
 Result<std::string> RebaseEndpointInfo(std::string_view info, const std::string& address);
 
-// Binds the listening socket and starts the I/O thread. Fails kInvalid for
-// caps no work could pass (as loop) or an unusable address, kSystem when a
-// socket call fails (e.g. the port is taken).
+// Binds the listening sockets (the device's and one per rail address) and
+// starts the I/O thread. Fails kInvalid for caps no work could pass (as
+// loop) or an unusable address, kSystem when a socket call fails (e.g. the
+// port is taken, a rail address is not local).
 Result<std::unique_ptr<Device>> CreateTcpDevice(const TcpOptions& options);
 
 }  // namespace mcdma::driver::tcp

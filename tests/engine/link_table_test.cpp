@@ -118,6 +118,7 @@ std::vector<std::byte> Fragment(link_wire::MsgType type, uint64_t id, uint32_t t
   h.id = id;
   h.total_len = total;
   h.frag_off = off;
+  h.seq = id;
   link_wire::Encode(h, f.data());
   for (uint32_t i = 0; i < n; ++i)
     f[link_wire::kHeaderBytes + i] = static_cast<std::byte>('a' + (off + i) % 26);

@@ -50,6 +50,51 @@ v1::LinksReply TwoLinks() {
   return r;
 }
 
+// TwoLinks() with three rails on spark-2: its own connection (the last
+// resort), a rail that carries the messages and one held down.
+v1::LinksReply TwoLinksWithRails() {
+  v1::LinksReply r = TwoLinks();
+  v1::LinkInfo* up = r.mutable_links(0);
+  v1::RailInfo* own = up->add_rails();
+  own->set_index(0);
+  own->set_transport("tcp");
+  own->set_state("up");
+  own->set_last_resort(true);
+  own->set_bytes_sent(1258291);  // 1.2 MiB
+  own->set_bytes_received(4096);
+  v1::RailInfo* fast = up->add_rails();
+  fast->set_index(1);
+  fast->set_name("tcp:10.1.1.1>10.1.1.2");
+  fast->set_transport("tcp");
+  fast->set_local("tcp:10.1.1.1");
+  fast->set_remote("tcp:10.1.1.2");
+  fast->set_state("up");
+  fast->set_messages(true);
+  fast->set_bytes_sent(3ull << 30);
+  fast->set_bytes_received(2ull << 20);
+  fast->set_slices(12288);
+  fast->set_inflight_bytes(2ull << 20);
+  fast->set_throughput_mbps(320.4);
+  fast->set_share(0.514);
+  fast->set_downs(1);
+  v1::RailInfo* held = up->add_rails();
+  held->set_index(2);
+  held->set_name("tcp:10.1.2.1>10.1.2.2");
+  held->set_transport("tcp");
+  held->set_local("tcp:10.1.2.1");
+  held->set_remote("tcp:10.1.2.2");
+  held->set_state("down");
+  held->set_bytes_sent(512);
+  held->set_slices(3);
+  held->set_slices_reissued(3);
+  held->set_throughput_mbps(8.25);
+  held->set_share(0.486);
+  held->set_downs(12);
+  held->set_retry_in_ms(1000);
+  held->set_last_error("UNAVAILABLE: rail connection reset by peer\nsecond line");
+  return r;
+}
+
 // Canned link replies; records what it was asked. `refuse` makes every link
 // RPC fail with the daemon's "CODE_NAME: message" form, as grpc_status.hpp does.
 class FakeLinksAdmin final : public v1::Admin::Service {
@@ -142,6 +187,55 @@ TEST_F(McdmactlLinksTest, LinksTableShowsPeerStateTransportAndGeneration) {
   Outcome alias = Run({"link", "list"});
   ASSERT_EQ(alias.code, kExitOk) << alias.err;
   EXPECT_EQ(alias.out, r.out);
+}
+
+TEST_F(McdmactlLinksTest, LinksShowEachRailUnderItsLink) {
+  fake_.links = TwoLinksWithRails();
+  Outcome r = Run({"links"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::string expected =
+      "host spark-1, peering on (listen 0.0.0.0:7471)\n"
+      "PEER     STATE                   TRANSPORT  GEN  RTT(us)  IN-FLIGHT          TX/RX  "
+      "CALLS OUT/IN  LAST ERROR\n"
+      "spark-2  up                      tcp          3     41.2          2  3.0 MiB/512 B  "
+      "         7/5\n"
+      "  rail 0  tcp (link)             up                   last resort         -  share 0.00  "
+      "tx/rx 1.2 MiB/4.0 KiB  inflight 0 B      reissued 0  downs 0\n"
+      "  rail 1  tcp:10.1.1.1>10.1.1.2  up                   msgs         320 MB/s  share 0.51  "
+      "tx/rx 3.0 GiB/2.0 MiB  inflight 2.0 MiB  reissued 0  downs 1\n"
+      "  rail 2  tcp:10.1.2.1>10.1.2.2  down, retry in 1.0s               8.2 MB/s  share 0.49  "
+      "tx/rx 512 B/0 B        inflight 0 B      reissued 3  downs 12  "
+      "UNAVAILABLE: rail connection reset by peer se...\n"
+      "mac-1    refused, retry in 2.0s  (verbs)      0        -          0        0 B/0 B  "
+      "         0/0  PERMISSION_DENIED: fabric key mismatch with a...\n";
+  EXPECT_EQ(r.out, expected);
+  // --json is the proto: every rail with every field.
+  Outcome json = Run({"links", "--json"});
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  for (const char* key :
+       {"\"rails\":[{\"index\":0,", "\"name\":\"tcp:10.1.1.1\\u003e10.1.1.2\"",
+        "\"local\":\"tcp:10.1.1.1\"", "\"last_resort\":true", "\"messages\":true",
+        "\"throughput_mbps\":320.4", "\"share\":0.514", "\"slices_reissued\":\"3\"",
+        "\"retry_in_ms\":\"1000\"", "\"rails\":[]"}) {
+    EXPECT_NE(json.out.find(key), std::string::npos) << key << " in " << json.out;
+  }
+}
+
+// A link whose only rail is its own connection prints as one without rails.
+TEST(McdmactlLinks, RenderLinksPrintsNoRailLinesForTheLinksOwnConnectionAlone) {
+  v1::LinksReply plain = TwoLinks();
+  v1::LinksReply own_only = TwoLinks();
+  v1::RailInfo* own = own_only.mutable_links(0)->add_rails();
+  own->set_transport("tcp");
+  own->set_state("up");
+  own->set_messages(true);
+  own->set_bytes_sent(4096);
+  std::ostringstream a;
+  std::ostringstream b;
+  ASSERT_TRUE(RenderLinks(plain, OutputFormat::kText, a).ok());
+  ASSERT_TRUE(RenderLinks(own_only, OutputFormat::kText, b).ok());
+  EXPECT_EQ(b.str(), a.str());
 }
 
 TEST_F(McdmactlLinksTest, LinksWithPeeringOffSaysHowToTurnItOn) {

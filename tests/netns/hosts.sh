@@ -7,6 +7,16 @@
 #                               default 2); more than two are each cabled to
 #                               a bridge in namespace PREFIX-br. Prints one
 #                               "NAMESPACE ADDRESS" line per host.
+#   hosts.sh rails PREFIX COUNT [RATE]
+#                               COUNT (1 to 8) more veth pairs between PREFIX-a
+#                               and PREFIX-b, rail K with 10.(240+K).N.1 and
+#                               .2, each end rate-limited to RATE (tc tbf,
+#                               e.g. 400mbit) when given. Prints one
+#                               "ADDRESS_A ADDRESS_B" line per rail.
+#   hosts.sh cut-rail PREFIX K  take rail K down (PREFIX-a's end; the other
+#                               end loses carrier)
+#   hosts.sh restore-rail PREFIX K
+#                               bring it back up
 #   hosts.sh cut PREFIX         take every host's link down
 #   hosts.sh restore PREFIX     bring them back up
 #   hosts.sh down PREFIX        delete the namespaces (and with them the links)
@@ -16,7 +26,7 @@
 # addresses exist only inside namespaces this script creates; no traffic
 # leaves the machine. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN).
 set -euo pipefail
-cmd=${1:?usage: hosts.sh up PREFIX [COUNT] | cut|restore|down PREFIX | check}
+cmd=${1:?usage: hosts.sh up PREFIX [COUNT] | rails PREFIX COUNT [RATE] | cut-rail|restore-rail PREFIX K | cut|restore|down PREFIX | check}
 prefix=${2:-mcdma}
 count=${3:-2}
 n=$(( $(printf '%s' "$prefix" | cksum | cut -d' ' -f1) % 250 + 1 ))
@@ -76,6 +86,31 @@ case "$cmd" in
     for (( i = 1; i <= count; i++ )); do
       echo "$prefix-${letters:i-1:1} 10.240.$n.$i"
     done
+    ;;
+  rails)
+    rate=${4:-}
+    if ! [[ $count =~ ^[0-9]+$ ]] || (( count < 1 || count > 8 )); then
+      echo "hosts.sh rails: COUNT must be 1 to 8, not '$count'" >&2
+      exit 2
+    fi
+    for (( k = 1; k <= count; k++ )); do
+      ip link add "r$n-$k-a" netns "$prefix-a" type veth peer name "r$n-$k-b" netns "$prefix-b"
+      ip -n "$prefix-a" addr add "10.$((240 + k)).$n.1/24" dev "r$n-$k-a"
+      ip -n "$prefix-b" addr add "10.$((240 + k)).$n.2/24" dev "r$n-$k-b"
+      for x in a b; do
+        ip -n "$prefix-$x" link set "r$n-$k-$x" up
+        if [[ -n $rate ]]; then
+          ip netns exec "$prefix-$x" tc qdisc add dev "r$n-$k-$x" root tbf rate "$rate" \
+            burst 256kb latency 100ms
+        fi
+      done
+      echo "10.$((240 + k)).$n.1 10.$((240 + k)).$n.2"
+    done
+    ;;
+  cut-rail|restore-rail)
+    k=${3:?usage: hosts.sh $cmd PREFIX K}
+    state=$([[ $cmd == cut-rail ]] && echo down || echo up)
+    ip -n "$prefix-a" link set "r$n-$k-a" "$state"
     ;;
   cut|restore)
     state=$([[ $cmd == cut ]] && echo down || echo up)

@@ -28,7 +28,9 @@ TEST(LinkWire, RoundTripsEveryField) {
   h.target = 0xfffefdfcfbfaf9f8ULL;
   h.timeout_us = 123456;
   h.reason = 2;
-  std::array<std::byte, 80> buf{};
+  h.seq = 0x1112131415161718ULL;
+  h.ack = 0x2122232425262728ULL;
+  std::array<std::byte, 100> buf{};
   link_wire::Encode(h, buf.data());
   // Little-endian on the wire: the magic reads "MCDL".
   EXPECT_EQ(std::to_integer<char>(buf[0]), 'M');
@@ -46,10 +48,14 @@ TEST(LinkWire, RoundTripsEveryField) {
   EXPECT_EQ(d->timeout_us, 123456u);
   EXPECT_EQ(d->reason, 2u);
   EXPECT_EQ(std::to_integer<uint8_t>(buf[36]), 2) << "the reason is the word at offset 36";
+  EXPECT_EQ(d->seq, h.seq);
+  EXPECT_EQ(d->ack, h.ack);
+  EXPECT_EQ(std::to_integer<uint8_t>(buf[40]), 0x18) << "the sequence number is at offset 40";
+  EXPECT_EQ(std::to_integer<uint8_t>(buf[48]), 0x28) << "the ack is at offset 48";
 }
 
 std::string DecodeError(const Header& h, size_t len) {
-  std::array<std::byte, 128> buf{};
+  std::array<std::byte, 160> buf{};
   link_wire::Encode(h, buf.data());
   std::string why;
   auto d = link_wire::Decode(buf.data(), len, &why);
@@ -59,23 +65,41 @@ std::string DecodeError(const Header& h, size_t len) {
 TEST(LinkWire, RefusesWhatBreaksTheRules) {
   Header ok;
   ok.total_len = 10;
+  ok.seq = 1;
   EXPECT_EQ(DecodeError(ok, link_wire::kHeaderBytes + 10), "accepted");
-  EXPECT_NE(DecodeError(ok, 39).find("shorter than the header"), std::string::npos);
+  EXPECT_NE(DecodeError(ok, link_wire::kHeaderBytes - 1).find("shorter than the header"),
+            std::string::npos);
   Header bad = ok;
   bad.magic = 0x12345678;
   EXPECT_EQ(DecodeError(bad, link_wire::kHeaderBytes + 10), "bad magic");
   bad = ok;
-  bad.version = 2;
-  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("version 2"), std::string::npos);
+  bad.version = 1;  // the 40-byte header without sequence numbers
+  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("version 1"), std::string::npos);
   bad = ok;
   bad.type = static_cast<MsgType>(0);
   EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 0"),
             std::string::npos);
-  bad.type = static_cast<MsgType>(8);
-  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 8"),
+  bad.type = static_cast<MsgType>(9);
+  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 9"),
             std::string::npos);
-  bad.type = MsgType::kRevokeAck;  // the newest type is known
+  bad.type = MsgType::kRevokeAck;
   EXPECT_EQ(DecodeError(bad, link_wire::kHeaderBytes + 10), "accepted");
+  // Every message but an ack has a sequence number; an ack has none and no payload.
+  bad = ok;
+  bad.seq = 0;
+  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("without a sequence number"),
+            std::string::npos);
+  Header ack;
+  ack.type = MsgType::kAck;
+  ack.ack = 7;
+  EXPECT_EQ(DecodeError(ack, link_wire::kHeaderBytes), "accepted");
+  ack.seq = 3;
+  EXPECT_NE(DecodeError(ack, link_wire::kHeaderBytes).find("an ack with a sequence number"),
+            std::string::npos);
+  ack.seq = 0;
+  ack.total_len = 4;
+  EXPECT_NE(DecodeError(ack, link_wire::kHeaderBytes + 4).find("an ack with a payload"),
+            std::string::npos);
   bad = ok;
   bad.total_len = link_wire::kMaxMessageBytes + 1;
   EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes).find("over the limit"), std::string::npos);
@@ -88,6 +112,7 @@ TEST(LinkWire, RefusesWhatBreaksTheRules) {
   // Only an empty message may have an empty fragment.
   EXPECT_NE(DecodeError(ok, link_wire::kHeaderBytes).find("empty fragment"), std::string::npos);
   Header empty;
+  empty.seq = 2;
   EXPECT_EQ(DecodeError(empty, link_wire::kHeaderBytes), "accepted");
 }
 

@@ -298,6 +298,152 @@ TEST_F(OptionTableTest, ValuesOfTheWrongTypeNameTheKey) {
   EXPECT_EQ(o.verbs_gid_index, -1);
 }
 
+// Loads `toml` and validates it with a usable socket path; the first error.
+Status LoadAndValidate(const std::string& path, Options& o) {
+  MCDMA_RETURN_IF_ERROR(LoadTomlFile(path, o));
+  o.socket = ::testing::TempDir() + "/option_table.sock";
+  return Validate(o);
+}
+
+TEST_F(OptionTableTest, RailTablesLoadAndTheirNamesDefault) {
+  Options o;
+  Status st = LoadAndValidate(Write("[[rail]]\naddress = \"10.1.1.1\"\n"
+                                    "[[rail]]\naddress = \"10.1.2.1\"\nname = \"nic-b\"\n"
+                                    "transport = \"tcp\"\n"
+                                    "[[rail]]\naddress = \"fd00::2\"\n"
+                                    "[link]\nstripe_min_bytes = 65536\n"),
+                              o);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(o.rails.size(), 3u);
+  EXPECT_EQ(o.rails[0].name, "tcp:10.1.1.1");
+  EXPECT_EQ(o.rails[0].address, "10.1.1.1");
+  EXPECT_EQ(o.rails[0].transport, "tcp");
+  EXPECT_EQ(o.rails[1].name, "nic-b");
+  EXPECT_EQ(o.rails[1].address, "10.1.2.1");
+  EXPECT_EQ(o.rails[2].name, "tcp:fd00::2");
+  EXPECT_EQ(o.stripe_min_bytes, 65536u);
+  // Rails need no peers and no fabric key of their own.
+  EXPECT_TRUE(o.peers.empty());
+  // No [[rail]]: none, and the defaults of the link.* rail options.
+  Options none;
+  ASSERT_TRUE(LoadAndValidate(Write("log_level = \"info\"\n"), none).ok());
+  EXPECT_TRUE(none.rails.empty());
+  EXPECT_EQ(none.stripe_min_bytes, 1u << 20);
+  EXPECT_EQ(none.slice_bytes, 256u << 10);
+  EXPECT_EQ(none.rail_min_share, 10u);
+  EXPECT_EQ(none.rail_hold_down_ms, 1000u);
+  EXPECT_EQ(none.rail_probe_ms, 2000u);
+}
+
+// Each bad [[rail]] is refused, naming the table and the key.
+TEST_F(OptionTableTest, BadRailTablesNameTheTableAndTheKey) {
+  const std::string ok = "[[rail]]\naddress = \"10.1.1.1\"\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"rail = 3\n", "rail: expected [[rail]] tables"},
+      {"rail = [3]\n", "rail[0]: expected a table"},
+      {"[[rail]]\naddress = \"10.1.1.1\"\ncolour = \"red\"\n",
+       "rail[0].colour: unknown configuration key"},
+      {"[[rail]]\naddress = 7\n", "rail[0].address: expected a string"},
+      {"[[rail]]\nname = \"a\"\n", "rail[0].address: missing"},
+      {ok + "[[rail]]\naddress = \"host-b\"\n", "rail[1].address: 'host-b' is not an IP address"},
+      {"[[rail]]\naddress = \"10.1.1.1:7472\"\n",
+       "rail[0].address: '10.1.1.1:7472' is not an IP address"},
+      {"[[rail]]\naddress = \"[fd00::1]\"\n", "rail[0].address: '[fd00::1]' is not an IP address"},
+      {"[[rail]]\naddress = \"0.0.0.0\"\n",
+       "rail[0].address: '0.0.0.0' is the unspecified address"},
+      {"[[rail]]\naddress = \"::\"\n", "rail[0].address: '::' is the unspecified address"},
+      {"[[rail]]\naddress = \"10.1.1.1\"\ntransport = \"verbs\"\n",
+       "rail[0].transport: only \"tcp\" rails are configured; RDMA rails come from the devices"},
+      {"[[rail]]\naddress = \"10.1.1.1\"\ntransport = \"rdma\"\n",
+       "rail[0].transport: only \"tcp\" rails are configured"},
+      {ok + ok, "rail[1].address: '10.1.1.1' is listed twice"},
+      // Two spellings of one address are one address.
+      {"[[rail]]\naddress = \"fd00::1\"\n[[rail]]\naddress = \"fd00:0:0::1\"\n",
+       "rail[1].address: 'fd00:0:0::1' is listed twice"},
+      {ok + "[[rail]]\naddress = \"10.1.2.1\"\nname = \"tcp:10.1.1.1\"\n",
+       "rail[1].name: 'tcp:10.1.1.1' is listed twice"},
+      {"[[rail]]\naddress = \"10.1.1.1\"\nname = \"a\"\n"
+       "[[rail]]\naddress = \"10.1.2.1\"\nname = \"a\"\n",
+       "rail[1].name: 'a' is listed twice"},
+      {"[[rail]]\naddress = \"10.1.1.1\"\nname = \"a>b\"\n",
+       "rail[0].name: 'a>b': 1..64 characters of [A-Za-z0-9._:-]"},
+      {"[[rail]]\naddress = \"10.1.1.1\"\nname = \"" + std::string(65, 'x') + "\"\n",
+       "rail[0].name: '" + std::string(65, 'x') + "': 1..64 characters"},
+  };
+  for (const auto& [toml, error] : cases) {
+    Options o;
+    Status st = LoadAndValidate(Write(toml), o);
+    EXPECT_EQ(st.code(), Code::kInvalid) << toml;
+    EXPECT_NE(st.message().find(error), std::string::npos) << "expected '" << error << "' for\n"
+                                                           << toml << "got: " << st.ToString();
+  }
+}
+
+TEST_F(OptionTableTest, RailFlagsAddToTheFileAndTheRailOptionsAreSetByTheirFlags) {
+  std::string config =
+      Write("[[rail]]\naddress = \"10.1.1.1\"\nname = \"left\"\n[link]\nslice_bytes = 65536\n");
+  std::string socket = ::testing::TempDir() + "/option_table.sock";
+  std::vector<const char*> argv = {"mcdma-rpcd",
+                                   "--config",
+                                   config.c_str(),
+                                   "--socket",
+                                   socket.c_str(),
+                                   "--rail",
+                                   "10.1.2.1",
+                                   "--rail",
+                                   "fd00::7",
+                                   "--stripe-min-bytes",
+                                   "4194304",
+                                   "--slice-bytes",
+                                   "1048576",
+                                   "--rail-min-share",
+                                   "25",
+                                   "--rail-hold-down-ms",
+                                   "0",
+                                   "--rail-probe-ms",
+                                   "500"};
+  auto parsed = ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed));
+  const Options& o = std::get<CommandLine>(parsed).options;
+  ASSERT_EQ(o.rails.size(), 3u);
+  EXPECT_EQ(o.rails[0].name, "left");
+  EXPECT_EQ(o.rails[1].name, "tcp:10.1.2.1");
+  EXPECT_EQ(o.rails[1].address, "10.1.2.1");
+  EXPECT_EQ(o.rails[1].transport, "tcp");
+  EXPECT_EQ(o.rails[2].name, "tcp:fd00::7");
+  EXPECT_EQ(o.stripe_min_bytes, 4u << 20);
+  EXPECT_EQ(o.slice_bytes, 1u << 20);  // the flag over the file
+  EXPECT_EQ(o.rail_min_share, 25u);
+  EXPECT_EQ(o.rail_hold_down_ms, 0u);
+  EXPECT_EQ(o.rail_probe_ms, 500u);
+
+  EXPECT_TRUE(ParseRailFlag("10.0.0.1").ok());
+  EXPECT_TRUE(ParseRailFlag("::1").ok());
+  for (const char* bad : {"", "host-b", "10.0.0.1:7472", "[::1]", "10.0.0.1=left"}) {
+    auto rail = ParseRailFlag(bad);
+    ASSERT_FALSE(rail.ok()) << bad;
+    EXPECT_EQ(rail.status().message().rfind("--rail " + std::string(bad) + ": expected ADDRESS", 0),
+              0u)
+        << rail.status().message();
+  }
+  // A bad --rail, a --rail that repeats the file's, and a rail option out of
+  // bounds: exit 2.
+  for (std::vector<const char*> bad :
+       std::vector<std::vector<const char*>>{{"--rail", "host-b"},
+                                             {"--config", config.c_str(), "--rail", "10.1.1.1"},
+                                             {"--slice-bytes", "65537"},
+                                             {"--slice-bytes", "2048"},
+                                             {"--stripe-min-bytes", "4095"},
+                                             {"--rail-min-share", "101"},
+                                             {"--rail-hold-down-ms", "600001"},
+                                             {"--rail-probe-ms", "99"}}) {
+    bad.insert(bad.begin(), {"mcdma-rpcd", "--socket", socket.c_str()});
+    parsed = ParseCommandLine(static_cast<int>(bad.size()), bad.data());
+    ASSERT_TRUE(std::holds_alternative<int>(parsed)) << bad.back();
+    EXPECT_EQ(std::get<int>(parsed), 2) << bad.back();
+  }
+}
+
 // systemd/rpcd.toml.example documents every key, and its active values are
 // the defaults, as it says.
 TEST_F(OptionTableTest, TheExampleConfigDocumentsEveryKeyAndHoldsTheDefaults) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "render.hpp"
@@ -72,6 +73,88 @@ std::string RttCell(const v1::LinkInfo& link) {
   return std::isfinite(rtt) && rtt > 0 ? Micros(rtt) : "-";
 }
 
+// "320 MB/s" (one decimal under 10), "-" until measured.
+std::string ThroughputCell(double mbps) {
+  if (!std::isfinite(mbps) || mbps <= 0) return "-";
+  char text[48];
+  std::snprintf(text, sizeof(text), mbps < 10 ? "%.1f MB/s" : "%.0f MB/s", std::min(mbps, 1e12));
+  return text;
+}
+
+// "0.51": the rail's share of recent striped bytes, clamped to [0, 1].
+std::string ShareCell(double share) {
+  if (!std::isfinite(share) || share < 0) share = 0;
+  char text[16];
+  std::snprintf(text, sizeof(text), "%.2f", std::min(share, 1.0));
+  return text;
+}
+
+// The link's own connection: its transport and "(link)"; another rail: its
+// name ("tcp:10.1.1.1>10.1.1.2"), else "LOCAL>REMOTE".
+std::string RailNameCell(const v1::RailInfo& rail) {
+  if (rail.local().empty() && rail.index() == 0) {
+    return Cell(rail.transport().empty() ? "?" : rail.transport(), 16) + " (link)";
+  }
+  if (!rail.name().empty()) return Cell(rail.name(), 64);
+  return Cell(rail.local(), 31) + ">" + Cell(rail.remote(), 31);
+}
+
+// "down, retry in 1.0s" while a held-down rail waits for its next probe.
+std::string RailStateCell(const v1::RailInfo& rail) {
+  std::string state = Cell(rail.state().empty() ? "-" : rail.state(), 16);
+  if (rail.retry_in_ms() > 0 && rail.state() == "down") {
+    state += ", retry in " + FormatDuration(static_cast<double>(rail.retry_in_ms()) / 1e3);
+  }
+  return state;
+}
+
+// "msgs" on the rail that carries messages, "last resort" on rail 0 while
+// other rails exist.
+std::string RailRoleCell(const v1::RailInfo& rail) {
+  std::string role = rail.messages() ? "msgs" : "";
+  if (rail.last_resort()) role += role.empty() ? "last resort" : ", last resort";
+  return role;
+}
+
+// The rails of a link worth a line each: none when the link's own
+// connection is its only rail.
+bool HasRails(const v1::LinkInfo& link) {
+  return link.rails_size() > 1 || (link.rails_size() == 1 && !link.rails(0).local().empty());
+}
+
+// Each rail of each link as one aligned line (columns shared by all links),
+// indented under its link's row; `rail_lines[i]` holds link i's.
+std::vector<std::vector<std::string>> RailLines(const v1::LinksReply& reply) {
+  std::vector<std::vector<std::string>> rail_lines(static_cast<size_t>(reply.links_size()));
+  // Headerless: each cell names what it shows.
+  Table table({{""}, {""}, {""}, {""}, {"", true}, {""}, {""}, {""}, {""}, {""}, {""}});
+  std::vector<size_t> owner;
+  for (int i = 0; i < reply.links_size(); ++i) {
+    const v1::LinkInfo& link = reply.links(i);
+    if (!HasRails(link)) continue;
+    for (const v1::RailInfo& rail : link.rails()) {
+      table.AddRow(
+          {"rail " + Num(rail.index()), RailNameCell(rail), RailStateCell(rail), RailRoleCell(rail),
+           ThroughputCell(rail.throughput_mbps()), "share " + ShareCell(rail.share()),
+           "tx/rx " + FormatBytes(rail.bytes_sent()) + "/" + FormatBytes(rail.bytes_received()),
+           "inflight " + FormatBytes(rail.inflight_bytes()),
+           "reissued " + Num(rail.slices_reissued()), "downs " + Num(rail.downs()),
+           Cell(rail.last_error(), kLastErrorWidth)});
+      owner.push_back(static_cast<size_t>(i));
+    }
+  }
+  if (owner.empty()) return rail_lines;
+  std::ostringstream text;
+  table.Print(text, "  ");
+  std::istringstream lines(text.str());
+  std::string line;
+  std::getline(lines, line);  // the (empty) header
+  for (size_t row = 0; row < owner.size() && std::getline(lines, line); ++row) {
+    rail_lines[owner[row]].push_back(line);
+  }
+  return rail_lines;
+}
+
 void PrintPeeringLine(const v1::LinksReply& reply, std::ostream& out) {
   out << "host " << (reply.host_id().empty() ? "-" : reply.host_id()) << ", peering "
       << (reply.peering() ? "on" : "off");
@@ -120,7 +203,21 @@ Status RenderLinks(const v1::LinksReply& reply, OutputFormat format, std::ostrea
                   Num(c.calls_out()) + "/" + Num(c.calls_in()),
                   Cell(link.last_error(), kLastErrorWidth)});
   }
-  table.Print(out);
+  // The table's lines (a header, then one per link, each cell one line),
+  // each link's rails under its row.
+  const std::vector<std::vector<std::string>> rail_lines = RailLines(reply);
+  std::ostringstream text;
+  table.Print(text);
+  std::istringstream lines(text.str());
+  std::string line;
+  std::getline(lines, line);
+  out << line << '\n';
+  for (size_t i = 0; std::getline(lines, line); ++i) {
+    out << line << '\n';
+    if (i < rail_lines.size()) {
+      for (const std::string& rail : rail_lines[i]) out << rail << '\n';
+    }
+  }
   return Status::Ok();
 }
 

@@ -33,7 +33,10 @@ struct RttStats {
 RttStats ComputeRttStats(std::vector<double> rtt_us);
 
 // Text: a "host ID, peering on (listen ADDR)" line (with how to turn peering
-// on when it is off), then one table row per link.
+// on when it is off), then one table row per link, each followed by one
+// indented line per rail of the link (none while the link's own connection
+// is its only rail): index, name, state, role, throughput, share, bytes,
+// in flight, reissued slices, downs, last error; aligned across links.
 Status RenderLinks(const v1::LinksReply& reply, OutputFormat format, std::ostream& out);
 
 // Text: one line per round trip, then "PEER via TRANSPORT gen G: N round

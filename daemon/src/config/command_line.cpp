@@ -1,5 +1,7 @@
 #include "config/command_line.hpp"
 
+#include <arpa/inet.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -41,6 +43,19 @@ Result<PeerConfig> ParsePeerFlag(const std::string& text) {
   return peer;
 }
 
+Result<RailConfig> ParseRailFlag(const std::string& text) {
+  unsigned char bytes[16];
+  if (inet_pton(AF_INET, text.c_str(), bytes) != 1 &&
+      inet_pton(AF_INET6, text.c_str(), bytes) != 1) {
+    return Status(Code::kInvalid, "--rail " + text +
+                                      ": expected ADDRESS, an IPv4 or IPv6 address of a local "
+                                      "interface (no port, no host name)");
+  }
+  RailConfig rail;
+  rail.address = text;
+  return rail;
+}
+
 std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* argv) {
   CLI::App app{"mcdma-rpcd: the mcdma link daemon (one per host)"};
   std::string config;
@@ -51,6 +66,11 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   app.add_option("--peer", peer_flags,
                  "a peer to link to: NAME=HOST[:PORT][,TRANSPORT] (repeatable; adds to the "
                  "config file's [[peer]] list)");
+  std::vector<std::string> rail_flags;
+  app.add_option("--rail", rail_flags,
+                 "a tcp rail of this host: ADDRESS, an IP address of a local interface that "
+                 "carries data connections of links besides their own (repeatable; adds to the "
+                 "config file's [[rail]] list; named tcp:ADDRESS)");
   std::vector<std::string> reserve_flags;
   app.add_option("--reserve", reserve_flags,
                  "reserve export and service names starting with PREFIX for the sessions of "
@@ -81,6 +101,14 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
       return 2;
     }
     options.peers.push_back(std::move(peer).value());
+  }
+  for (const std::string& text : rail_flags) {
+    auto rail = ParseRailFlag(text);
+    if (!rail.ok()) {
+      std::fprintf(stderr, "mcdma-rpcd: %s\n", rail.status().message().c_str());
+      return 2;
+    }
+    options.rails.push_back(std::move(rail).value());
   }
   for (const std::string& text : reserve_flags) {
     auto r = ParseReservation(text);

@@ -1,5 +1,6 @@
 // mcdma-rpcd's command line: one flag per OptionTable() row, plus --config,
-// --peer (repeatable), --check and --version. Flags override the file.
+// --peer, --rail and --reserve (repeatable), --check and --version. Flags
+// override the file.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -20,6 +21,10 @@ void ApplyGivenFlags(const CLI::App& app, const Options& flags, Options& options
 
 // Parses "NAME=HOST[:PORT][,TRANSPORT]" (--peer).
 Result<PeerConfig> ParsePeerFlag(const std::string& text);
+
+// Parses --rail's ADDRESS (an IPv4 or IPv6 literal): a tcp rail whose name
+// Validate() defaults to "tcp:ADDRESS".
+Result<RailConfig> ParseRailFlag(const std::string& text);
 
 // What the command line asks for.
 struct CommandLine {

@@ -5,10 +5,10 @@
 // `--help` and the range checks in Validate() all read this table, so adding
 // an option is one row here plus its field in Options.
 //
-// The [[peer]] list (--peer) is not a scalar and has its own code; checks
-// that relate two fields (arena_bytes <= max_arena_bytes, tls.cert with
-// tls.key, ...) and checks of a value's syntax (socket path, host:port) stay
-// in Validate().
+// The [[peer]], [[rail]] and [[reserve]] lists (--peer, --rail, --reserve)
+// are not scalars and have their own code; checks that relate two fields
+// (arena_bytes <= max_arena_bytes, tls.cert with tls.key, ...) and checks of
+// a value's syntax (socket path, host:port, IP address) stay in Validate().
 #pragma once
 
 #include <cstdint>

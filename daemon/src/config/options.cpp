@@ -1,9 +1,11 @@
 #include "config/options.hpp"
 
+#include <arpa/inet.h>
 #include <grp.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include <array>
 #include <limits>
 #include <map>
 #include <optional>
@@ -86,6 +88,29 @@ Status LoadPeers(const toml::node& node, std::vector<PeerConfig>& peers) {
   return Status::Ok();
 }
 
+// [[rail]] tables: address, name, transport. Their values are checked by
+// Validate(), as --rail's are.
+Status LoadRails(const toml::node& node, std::vector<RailConfig>& rails) {
+  const toml::array* list = node.as_array();
+  if (list == nullptr) return Status(Code::kInvalid, "rail: expected [[rail]] tables");
+  for (size_t i = 0; i < list->size(); ++i) {
+    std::string where = "rail[" + std::to_string(i) + "]";
+    const toml::table* t = (*list)[i].as_table();
+    if (t == nullptr) return Status(Code::kInvalid, where + ": expected a table");
+    RailConfig rail;
+    const std::map<std::string_view, std::string*> fields = {
+        {"name", &rail.name}, {"address", &rail.address}, {"transport", &rail.transport}};
+    for (const auto& [k, v] : *t) {
+      std::string key = where + "." + std::string(k.str());
+      auto it = fields.find(k.str());
+      if (it == fields.end()) return Status(Code::kInvalid, key + ": unknown configuration key");
+      MCDMA_RETURN_IF_ERROR(SetString(v, key, *it->second));
+    }
+    rails.push_back(std::move(rail));
+  }
+  return Status::Ok();
+}
+
 // [[reserve]] tables: prefix, uid.
 Status LoadReservations(const toml::node& node, std::vector<NameReservation>& out) {
   const toml::array* list = node.as_array();
@@ -126,6 +151,10 @@ Status Walk(const toml::table& table, const std::string& prefix, Options& option
       MCDMA_RETURN_IF_ERROR(LoadReservations(node, options.reservations));
       continue;
     }
+    if (key == "rail") {
+      MCDMA_RETURN_IF_ERROR(LoadRails(node, options.rails));
+      continue;
+    }
     if (const toml::table* sub = node.as_table()) {
       MCDMA_RETURN_IF_ERROR(Walk(*sub, key, options));
       continue;
@@ -133,6 +162,63 @@ Status Walk(const toml::table& table, const std::string& prefix, Options& option
     const OptionSpec* row = FindOption(key);
     if (row == nullptr) return Status(Code::kInvalid, key + ": unknown configuration key");
     MCDMA_RETURN_IF_ERROR(SetFromToml(*row, node, options));
+  }
+  return Status::Ok();
+}
+
+// An IP literal's family and bytes (v4 in the first 4), so that two
+// spellings of one address compare equal; nullopt if `text` is none.
+std::optional<std::pair<int, std::array<unsigned char, 16>>> ParseIp(const std::string& text) {
+  std::array<unsigned char, 16> bytes{};
+  if (inet_pton(AF_INET, text.c_str(), bytes.data()) == 1) return std::make_pair(AF_INET, bytes);
+  if (inet_pton(AF_INET6, text.c_str(), bytes.data()) == 1) return std::make_pair(AF_INET6, bytes);
+  return std::nullopt;
+}
+
+// Rail names are exchanged in Hello and shown as "LOCAL>REMOTE".
+constexpr size_t kMaxRailNameBytes = 64;
+
+// One rail: transport, address (an IP literal), name (defaulted here).
+Status ValidateRail(RailConfig& rail, const std::string& where) {
+  if (rail.transport != "tcp")
+    return Status(Code::kInvalid, where +
+                                      ".transport: only \"tcp\" rails are configured; RDMA "
+                                      "rails come from the devices");
+  if (rail.address.empty()) return Status(Code::kInvalid, where + ".address: missing");
+  auto ip = ParseIp(rail.address);
+  if (!ip) {
+    return Status(Code::kInvalid, where + ".address: '" + rail.address +
+                                      "' is not an IP address (an interface's IPv4 or IPv6 "
+                                      "address, no port, no host name)");
+  }
+  if (ip->second == std::array<unsigned char, 16>{}) {
+    return Status(Code::kInvalid, where + ".address: '" + rail.address +
+                                      "' is the unspecified address, not an interface's");
+  }
+  if (rail.name.empty()) rail.name = "tcp:" + rail.address;
+  if (rail.name.size() > kMaxRailNameBytes ||
+      rail.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                  "0123456789._:-") != std::string::npos) {
+    return Status(Code::kInvalid, where + ".name: '" + rail.name + "': 1.." +
+                                      std::to_string(kMaxRailNameBytes) +
+                                      " characters of [A-Za-z0-9._:-]");
+  }
+  return Status::Ok();
+}
+
+// Fills each rail's default name; names and addresses must be unique.
+Status ValidateRails(std::vector<RailConfig>& rails) {
+  std::set<std::string> names;
+  std::set<std::pair<int, std::array<unsigned char, 16>>> addresses;
+  for (size_t i = 0; i < rails.size(); ++i) {
+    RailConfig& rail = rails[i];
+    std::string where = "rail[" + std::to_string(i) + "]";
+    MCDMA_RETURN_IF_ERROR(ValidateRail(rail, where));
+    auto ip = ParseIp(rail.address);  // valid: ValidateRail() checked it
+    if (ip && !addresses.insert(*ip).second)
+      return Status(Code::kInvalid, where + ".address: '" + rail.address + "' is listed twice");
+    if (!names.insert(rail.name).second)
+      return Status(Code::kInvalid, where + ".name: '" + rail.name + "' is listed twice");
   }
   return Status::Ok();
 }
@@ -164,7 +250,7 @@ Status ValidatePeering(Options& o) {
     if (!names.insert(o.peers[i].name).second)
       return Status(Code::kInvalid, where + ".name: '" + o.peers[i].name + "' is listed twice");
   }
-  return Status::Ok();
+  return ValidateRails(o.rails);
 }
 
 }  // namespace

@@ -28,6 +28,19 @@ struct PeerConfig {
 
 inline constexpr uint16_t kDefaultPeerPort = 7471;
 
+// One rail end of this host ([[rail]] in the TOML file, --rail on the
+// command line): an interface address that carries tcp data connections of
+// links besides the link's own connection (docs/architecture.md §21).
+struct RailConfig {
+  // Unique among this host's rails; default "tcp:ADDRESS".
+  std::string name;
+  // "tcp" (the only one a [[rail]] table names; verbs rails come from the
+  // RDMA devices).
+  std::string transport = "tcp";
+  // tcp: an IP literal of a local interface.
+  std::string address;
+};
+
 // Export and service names that start with `prefix` may be taken only by
 // sessions of `uid` ([[reserve]] in the TOML file, --reserve on the command
 // line). Unreserved names are first come, first served. The longest
@@ -113,6 +126,18 @@ struct Options {
   uint32_t reconnect_max_ms = 5000;      // longest reconnect delay
   uint32_t link_recv_slots = 64;         // receive slots per link
   uint32_t link_slot_bytes = 256 << 10;  // bytes per receive slot (message fragment)
+  // Rails (docs/architecture.md §21): this host's rail ends; transfers of
+  // at least stripe_min_bytes are cut into slices of slice_bytes sprayed
+  // over the live rails; a rail measured slower than rail_min_share
+  // percent of the fastest is left out of striping; a failed rail is held
+  // down rail_hold_down_ms before it is probed again; a probe (the rail's
+  // connection) gets rail_probe_ms.
+  std::vector<RailConfig> rails;
+  uint64_t stripe_min_bytes = 1ull << 20;
+  uint64_t slice_bytes = 256ull << 10;
+  uint32_t rail_min_share = 10;
+  uint32_t rail_hold_down_ms = 1000;
+  uint32_t rail_probe_ms = 2000;
   // Peer port: connections at once (0: derived from max_open_files), and
   // from one address; how long each stage of an Authenticate exchange may
   // take; unauthenticated Authenticate streams at once from one address.

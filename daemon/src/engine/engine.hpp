@@ -186,6 +186,24 @@ class Engine {
   Result<uint64_t> InstallLink(const LinkSpec& spec, std::unique_ptr<driver::Connection> conn);
   // Drops a link: its in-flight operations fail with `code`. No-op if gone.
   void DropLink(uint64_t link_id, Code code, const std::string& why);
+  // ---- Rails (engine_rails.cpp) ----
+  // A tcp endpoint for a rail on this host's rail address `local_address`
+  // (the probe: its connection either comes up within `timeout` or the pair
+  // is no rail). kInvalid for an address that is not one of this host's
+  // rails.
+  Result<std::unique_ptr<driver::Endpoint>> CreateRailEndpoint(const std::string& local_address,
+                                                               std::chrono::milliseconds timeout);
+  // Adds (or replaces) rail spec.index of link `link_id` with a connected
+  // connection; LINK_DOWN when the link is gone.
+  Status AddRail(uint64_t link_id, const RailSpec& spec, std::unique_ptr<driver::Connection> conn);
+  // Takes rail `index` of `link_id` out (its interface went down): its
+  // unfinished slices and unacknowledged messages go to the other rails.
+  void TakeRailDown(uint64_t link_id, uint32_t index, const std::string& why);
+  // Called (on the engine thread) when a rail of a live link went down.
+  void SetRailDownHandler(
+      std::function<void(uint64_t link_id, uint32_t index, const std::string& why)> fn) {
+    on_rail_down_ = std::move(fn);
+  }
   // Drops every link to `peer` (Goodbye, removal).
   void DropPeer(const std::string& peer, Code code, const std::string& why);
   // Called (on the engine thread) when the data path drops a link by itself.
@@ -274,7 +292,11 @@ class Engine {
   bool ReadyForLink(Session& s, const shm::SubmitDesc& d, BufferRecord& buf, EngineLink& l);
   bool ProgressTransfers();
   bool PostTransferPieces(TransferOp& op);
-  void OnTransferCompletion(const driver::WorkCompletion& wc, bool over_link);
+  // Posts what a transfer over a link may post now, slice by slice on the
+  // rails PickRail chooses.
+  bool PostLinkPieces(TransferOp& op, EngineLink& link);
+  // A completion of the loop channel (rail == nullptr) or of a rail.
+  void OnTransferCompletion(const driver::WorkCompletion& wc, EngineLink* link, Rail* rail);
   void FinishTransfer(TransferOp& op);
 
   // engine_link.cpp: the data path of links.
@@ -285,9 +307,26 @@ class Engine {
   void SendReply(uint64_t link_id, uint64_t id, Code code, std::span<const std::byte> payload,
                  Reason reason = Reason::kNone);
   bool PumpBacklog(EngineLink& l);
-  bool PostFragments(EngineLink& l, EngineLink::Outgoing& m, std::span<const std::byte> payload);
+  bool PostFragments(EngineLink& l, Rail& r, EngineLink::Outgoing& m);
   void FailLink(EngineLink& l, Code code, const std::string& why);
-  void OnFragment(EngineLink& l, uint32_t slot, uint32_t len);
+  void OnFragment(EngineLink& l, Rail& r, uint32_t slot, uint32_t len);
+  // A whole message: its ack, then in sequence order to Dispatch.
+  void Deliver(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+  void ProcessAck(EngineLink& l, uint64_t ack);
+  // Polls one rail; true if it had anything.
+  bool ProgressRail(EngineLink& l, Rail& r);
+  // engine_rails.cpp
+  // Slots, their registration and posted receives for a connected rail.
+  Status SetUpRail(Rail& r, uint32_t peer_slot_bytes);
+  void FailRail(EngineLink& l, Rail& r, Code code, const std::string& why);
+  // Drops the failed rails of `l`; the link fails when none is left up.
+  void DropFailedRails(EngineLink& l);
+  // The rail messages go on now; nullptr when none is up.
+  Rail* MessageRail(EngineLink& l);
+  // The rail for the next slice of `op` (bytes long); nullptr when every
+  // eligible rail is full.
+  Rail* PickRail(EngineLink& l, const TransferOp& op, uint64_t bytes);
+  std::vector<RailSnapshot> RailSnapshots(const EngineLink& l) const;
   void Dispatch(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
 
   // engine_calls.cpp: calls, one path whoever the caller and the server.
@@ -337,6 +376,7 @@ class Engine {
   LinkTable links_;
   std::atomic<bool> link_pending_{false};  // set by the link transport's thread
   std::function<void(uint64_t, const std::string&)> on_link_down_;
+  std::function<void(uint64_t, uint32_t, const std::string&)> on_rail_down_;
   std::unordered_map<uint64_t, PeerService> peer_services_;  // by local service id
 
   std::thread thread_;

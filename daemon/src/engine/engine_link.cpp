@@ -13,16 +13,23 @@
 
 namespace mcdma::daemon {
 namespace {
-// wr_id spaces on a link connection: transfer ids stay below 2^56.
-constexpr uint64_t kSendTag = 1ULL << 62;
-constexpr uint64_t kRecvTag = 1ULL << 61;
-constexpr uint64_t kSlotMask = (1ULL << 32) - 1;
 constexpr size_t kLinkPollBatch = 32;
 // Unsent bytes a link may queue while its peer grants no receive credit;
 // beyond it the peer is treated as gone (it is not taking data).
 constexpr uint64_t kMaxBacklogBytes = 256ULL << 20;
 // The largest echo (mcdmactl link test) a peer may send.
 constexpr uint32_t kMaxEchoBytes = 64U << 20;
+// Messages sent and not acknowledged: no new one starts beyond these (the
+// copies kept to send again after a rail failure are bounded by them).
+constexpr size_t kMaxUnacked = 1024;
+constexpr uint64_t kMaxUnackedBytes = 64ULL << 20;
+// The receiver acknowledges on every message it sends, and by itself
+// (kAck) after this many messages or bytes without one.
+constexpr uint64_t kAckEvery = 32;
+constexpr uint64_t kAckEveryBytes = 4ULL << 20;
+// Messages that arrived ahead of their turn (a rail switch) held at most.
+constexpr size_t kMaxEarly = kMaxUnacked;
+constexpr uint64_t kMaxEarlyBytes = 256ULL << 20;
 
 }  // namespace
 
@@ -50,48 +57,21 @@ Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
   auto l = std::make_unique<EngineLink>();
   l->id = next_id_++;
   l->spec = spec;
-  l->conn = std::move(conn);
-  l->device = device(spec.transport);
-  if (l->device == nullptr)
+  auto r = std::make_unique<Rail>();
+  r->spec.index = 0;
+  r->spec.transport = spec.transport;
+  r->conn = std::move(conn);
+  r->device = device(spec.transport);
+  if (r->device == nullptr)
     return Status(Code::kInvalid,
                   "no device for a " + std::string(TransportName(spec.transport)) + " link");
-  const driver::Caps& caps = l->conn->caps();
-  l->slots = options_.link_recv_slots;
-  l->slot_bytes = options_.link_slot_bytes;
-  // All slots are one registration: fewer of them where the device limits
-  // registrations (mcdma-cx5: 4 MiB), never fewer than 4.
-  uint64_t most = caps.max_registration_bytes / PageSize() * PageSize();
-  while (l->slots > 4 && uint64_t{2} * l->slots * l->slot_bytes > most) l->slots /= 2;
-  if (uint64_t{2} * l->slots * l->slot_bytes > most) {
-    l->slot_bytes = static_cast<uint32_t>(most / (uint64_t{2} * l->slots));
-  }
-  l->fragment_bytes = l->slot_bytes;
-  if (spec.peer_slot_bytes != 0) {
-    if (spec.peer_slot_bytes <= link_wire::kHeaderBytes)
-      return Status(Code::kInvalid, "peer's receive slots are too small");
-    l->fragment_bytes = std::min(l->slot_bytes, spec.peer_slot_bytes);
-  }
-  // The transport's own limit on one SEND (verbs: the peer's ring slots).
-  if (caps.max_message_bytes != 0) {
-    if (caps.max_message_bytes <= link_wire::kHeaderBytes)
-      return Status(Code::kInvalid, "the transport's messages are too small for a header");
-    l->fragment_bytes =
-        static_cast<uint32_t>(std::min<uint64_t>(l->fragment_bytes, caps.max_message_bytes));
-  }
-  uint64_t bytes = RoundUpToPage(uint64_t{2} * l->slots * l->slot_bytes);
-  l->memory.reset(static_cast<std::byte*>(std::aligned_alloc(PageSize(), bytes)));
-  if (!l->memory) return Status(Code::kNoMemory, "cannot allocate link slots");
-  MCDMA_ASSIGN_OR_RETURN(l->region,
-                         l->device->Register(l->memory.get(), bytes, driver::kAccessLocal));
-  for (uint32_t i = 0; i < l->slots; ++i) {
-    Status st = l->conn->PostRecv(kRecvTag | i,
-                                  {l->region.get(), uint64_t{i} * l->slot_bytes, l->slot_bytes});
-    if (!st.ok()) return Status(st.code(), "posting link receive slots: " + st.message());
-    l->free_send.push_back(l->slots + i);
-  }
+  r->spec.profile = r->conn->caps().profile;
+  MCDMA_RETURN_IF_ERROR(SetUpRail(*r, spec.peer_slot_bytes));
+  l->rails.push_back(std::move(r));
   uint64_t id = l->id;
   spdlog::get("engine")->info("link {} to '{}' ({}) up: generation {}, transport {}", id, spec.peer,
-                              OriginName(spec.origin), spec.generation, l->conn->caps().name);
+                              OriginName(spec.origin), spec.generation,
+                              TransportName(spec.transport));
   links_.Add(std::move(l));
   return id;
 }
@@ -141,37 +121,49 @@ void Engine::DropPeer(const std::string& peer, Code code, const std::string& why
 }
 
 std::vector<LinkSnapshot> Engine::Links() const {
-  return links_.Snapshots([this](uint64_t id) {
+  std::vector<LinkSnapshot> out = links_.Snapshots([this](uint64_t id) {
     uint32_t n = calls_.CountOnLink(id);
     return n + transfers_.CountOnLink(id);
   });
+  for (LinkSnapshot& snap : out) {
+    const EngineLink* l = snap.id == 0 ? nullptr : links_.Find(snap.id);
+    if (l == nullptr) continue;
+    snap.rails = RailSnapshots(*l);
+    snap.duplicates = l->duplicates;
+    snap.resent = l->resent;
+  }
+  return out;
 }
 
 // ---- Sending -------------------------------------------------------------
 
-bool Engine::PostFragments(EngineLink& l, EngineLink::Outgoing& m,
-                           std::span<const std::byte> payload) {
+bool Engine::PostFragments(EngineLink& l, Rail& r, EngineLink::Outgoing& m) {
   const uint32_t total = m.header.total_len;
   while (!m.started || m.sent < total) {
-    if (l.free_send.empty()) return false;
-    uint32_t slot = l.free_send.back();
-    uint32_t n = std::min(l.payload_per_fragment(), total - m.sent);
+    if (r.free_send.empty()) return false;
+    uint32_t slot = r.free_send.back();
+    uint32_t n = std::min(r.payload_per_fragment(), total - m.sent);
     link_wire::Header h = m.header;
     h.frag_off = m.sent;
-    link_wire::Encode(h, l.slot(slot));
-    if (n > 0) std::memcpy(l.slot(slot) + link_wire::kHeaderBytes, payload.data() + m.sent, n);
-    Status st = l.conn->PostSend(kSendTag | slot, {l.region.get(), uint64_t{slot} * l.slot_bytes,
-                                                   link_wire::kHeaderBytes + n});
+    h.ack = l.delivered;
+    link_wire::Encode(h, r.slot(slot));
+    if (n > 0) std::memcpy(r.slot(slot) + link_wire::kHeaderBytes, m.payload.data() + m.sent, n);
+    Status st = r.conn->PostSend(
+        kRailSendTag | slot,
+        {r.region.get(), uint64_t{slot} * r.slot_bytes, link_wire::kHeaderBytes + n});
     if (st.code() == Code::kBusy) return false;
     if (!st.ok()) {
-      FailLink(l, st.code(), "posting a send: " + st.message());
+      FailRail(l, r, st.code(), "posting a send: " + st.message());
       return false;
     }
-    l.free_send.pop_back();
+    r.free_send.pop_back();
+    l.ack_sent = std::max(l.ack_sent, l.delivered);
+    l.bytes_since_ack = 0;
     m.started = true;
     m.sent += n;
     ++l.stats->messages_sent;
     l.stats->bytes_sent += link_wire::kHeaderBytes + n;
+    r.stats.bytes_sent += link_wire::kHeaderBytes + n;
   }
   return true;
 }
@@ -179,31 +171,54 @@ bool Engine::PostFragments(EngineLink& l, EngineLink::Outgoing& m,
 void Engine::SendMessage(EngineLink& l, link_wire::Header h, std::span<const std::byte> payload) {
   if (l.failed) return;
   h.total_len = static_cast<uint32_t>(payload.size());
-  EngineLink::Outgoing m;
-  m.header = h;
-  if (l.backlog.empty() && PostFragments(l, m, payload)) return;
-  if (l.failed) return;
-  // Keep the unsent rest: the app may reuse its arena range once we return.
+  h.seq = h.type == link_wire::MsgType::kAck ? 0 : l.next_seq++;
+  // Kept until acknowledged (or, for an ack, until posted): the app may
+  // reuse its arena range once we return, and a rail may fail.
   if (l.backlog_bytes + payload.size() > kMaxBacklogBytes) {
     FailLink(l, Code::kLinkDown,
              "the peer takes no data: more than " + std::to_string(kMaxBacklogBytes >> 20) +
                  " MiB wait to be sent");
     return;
   }
-  l.backlog_bytes += payload.size();
+  EngineLink::Outgoing m;
+  m.header = h;
   m.payload.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
+  l.backlog_bytes += payload.size();
   l.backlog.push_back(std::move(m));
+  PumpBacklog(l);
 }
 
 bool Engine::PumpBacklog(EngineLink& l) {
   bool did = false;
   while (!l.backlog.empty() && !l.failed) {
     EngineLink::Outgoing& m = l.backlog.front();
+    const bool sequenced = m.header.seq != 0;
+    if (!m.started) {
+      // A message sent again that the peer has acknowledged meanwhile.
+      if (sequenced && !l.unacked.empty() && m.header.seq < l.unacked.front().header.seq) {
+        l.backlog_bytes -= m.payload.size();
+        l.backlog.pop_front();
+        continue;
+      }
+      // A new message waits for room among the unacknowledged ones.
+      if (sequenced && !l.unacked.empty() &&
+          (l.unacked.size() >= kMaxUnacked ||
+           l.unacked_bytes + m.payload.size() > kMaxUnackedBytes))
+        break;
+    }
+    Rail* r = MessageRail(l);
+    if (r == nullptr) break;
     uint32_t before = m.sent;
-    bool done = PostFragments(l, m, AsBytes(m.payload));
+    bool done = PostFragments(l, *r, m);
     did |= m.sent != before || done;
     if (!done) break;
     l.backlog_bytes -= m.payload.size();
+    if (sequenced) {
+      l.unacked_bytes += m.payload.size();
+      m.sent = 0;
+      m.started = false;
+      l.unacked.push_back(std::move(m));
+    }
     l.backlog.pop_front();
   }
   return did;
@@ -229,32 +244,19 @@ bool Engine::ProgressLinks() {
   link_pending_.store(false);
   if (links_.empty()) return false;
   bool did = false;
-  driver::WorkCompletion wcs[kLinkPollBatch];
   for (auto& [id, lp] : links_) {
     EngineLink& l = *lp;
-    size_t n = l.failed ? 0 : l.conn->Poll(wcs);
-    for (size_t i = 0; i < n && !l.failed; ++i) {
-      const driver::WorkCompletion& wc = wcs[i];
-      if (wc.op == driver::WorkOp::kRead || wc.op == driver::WorkOp::kWrite) {
-        --l.transfers;
-        OnTransferCompletion(wc, /*over_link=*/true);
-        if (wc.code == Code::kLinkDown) FailLink(l, wc.code, wc.detail);
-      } else if (wc.code != Code::kOk) {
-        // Whatever the transport saw, the link is unusable: its operations
-        // end LINK_DOWN, with what happened in the message.
-        FailLink(l, Code::kLinkDown, LinkFailureText(wc.code, wc.detail));
-      } else if (wc.op == driver::WorkOp::kSend) {
-        l.free_send.push_back(static_cast<uint32_t>(wc.wr_id & kSlotMask));
-      } else {
-        auto slot = static_cast<uint32_t>(wc.wr_id & kSlotMask);
-        OnFragment(l, slot, wc.byte_len);
-        if (l.failed) break;
-        Status st = l.conn->PostRecv(wc.wr_id,
-                                     {l.region.get(), uint64_t{slot} * l.slot_bytes, l.slot_bytes});
-        if (!st.ok()) FailLink(l, st.code(), "re-posting a receive: " + st.message());
-      }
+    for (auto& r : l.rails) {
+      if (l.failed) break;
+      if (r != nullptr && r->up()) did |= ProgressRail(l, *r);
     }
-    did |= n > 0;
+    if (!l.failed && l.delivered > l.ack_sent &&
+        (l.delivered - l.ack_sent >= kAckEvery || l.bytes_since_ack >= kAckEveryBytes)) {
+      link_wire::Header h;
+      h.type = link_wire::MsgType::kAck;
+      SendMessage(l, h, {});
+    }
+    DropFailedRails(l);
     did |= PumpBacklog(l);
   }
   std::vector<std::pair<uint64_t, std::pair<Code, std::string>>> dead;
@@ -265,19 +267,93 @@ bool Engine::ProgressLinks() {
   return did || !dead.empty();
 }
 
-void Engine::OnFragment(EngineLink& l, uint32_t slot, uint32_t len) {
+bool Engine::ProgressRail(EngineLink& l, Rail& r) {
+  driver::WorkCompletion wcs[kLinkPollBatch];
+  size_t n = r.conn->Poll(wcs);
+  for (size_t i = 0; i < n && !l.failed && !r.failed; ++i) {
+    const driver::WorkCompletion& wc = wcs[i];
+    if (wc.op == driver::WorkOp::kRead || wc.op == driver::WorkOp::kWrite) {
+      OnTransferCompletion(wc, &l, &r);
+    } else if (wc.code != Code::kOk) {
+      // Whatever the transport saw, the rail is unusable; the link lives on
+      // while another rail is up.
+      FailRail(l, r, Code::kLinkDown, LinkFailureText(wc.code, wc.detail));
+    } else if (wc.op == driver::WorkOp::kSend) {
+      r.free_send.push_back(static_cast<uint32_t>(wc.wr_id & kRailSlotMask));
+    } else {
+      auto slot = static_cast<uint32_t>(wc.wr_id & kRailSlotMask);
+      OnFragment(l, r, slot, wc.byte_len);
+      if (l.failed || r.failed) break;
+      Status st =
+          r.conn->PostRecv(wc.wr_id, {r.region.get(), uint64_t{slot} * r.slot_bytes, r.slot_bytes});
+      if (!st.ok()) FailRail(l, r, st.code(), "re-posting a receive: " + st.message());
+    }
+  }
+  return n > 0;
+}
+
+void Engine::OnFragment(EngineLink& l, Rail& r, uint32_t slot, uint32_t len) {
   ++l.stats->messages_received;
   l.stats->bytes_received += len;
+  r.stats.bytes_received += len;
   // Nothing legitimate is larger than an app's arena half (a call or a
   // reply) or an echo.
   uint64_t limit = std::max<uint64_t>(options_.max_arena_bytes / 2, kMaxEchoBytes);
-  auto message = l.incoming.Feed({l.slot(slot), len}, limit);
+  auto message = r.incoming.Feed({r.slot(slot), len}, limit);
   if (!message.ok()) {
     FailLink(l, message.status().code(), message.status().message());
     return;
   }
   const auto& complete = *message;
-  if (complete) Dispatch(l, complete->header, complete->payload);
+  if (complete) Deliver(l, complete->header, complete->payload);
+}
+
+void Engine::ProcessAck(EngineLink& l, uint64_t ack) {
+  if (ack >= l.next_seq) {
+    FailLink(l, Code::kLinkDown,
+             "protocol error: the peer acknowledged message " + std::to_string(ack) +
+                 ", but only " + std::to_string(l.next_seq - 1) + " were sent");
+    return;
+  }
+  while (!l.unacked.empty() && l.unacked.front().header.seq <= ack) {
+    l.unacked_bytes -= l.unacked.front().payload.size();
+    l.unacked.pop_front();
+  }
+}
+
+void Engine::Deliver(EngineLink& l, const link_wire::Header& h,
+                     std::span<const std::byte> payload) {
+  ProcessAck(l, h.ack);
+  if (l.failed || h.type == link_wire::MsgType::kAck) return;
+  if (h.seq <= l.delivered) {
+    // Sent again after the rail that first carried it failed: delivered once.
+    ++l.duplicates;
+    return;
+  }
+  if (h.seq > l.delivered + 1) {
+    if (l.early.size() >= kMaxEarly || l.early_bytes + payload.size() > kMaxEarlyBytes) {
+      FailLink(l, Code::kLinkDown,
+               "protocol error: more than " + std::to_string(kMaxEarly) + " messages or " +
+                   std::to_string(kMaxEarlyBytes >> 20) + " MiB arrived ahead of message " +
+                   std::to_string(l.delivered + 1));
+      return;
+    }
+    if (l.early.emplace(h.seq, std::make_pair(h, std::string(AsText(payload)))).second)
+      l.early_bytes += payload.size();
+    return;
+  }
+  Dispatch(l, h, payload);
+  ++l.delivered;
+  l.bytes_since_ack += payload.size();
+  while (!l.failed) {
+    auto it = l.early.find(l.delivered + 1);
+    if (it == l.early.end()) break;
+    auto node = l.early.extract(it);
+    l.early_bytes -= node.mapped().second.size();
+    Dispatch(l, node.mapped().first, AsBytes(node.mapped().second));
+    ++l.delivered;
+    l.bytes_since_ack += node.mapped().second.size();
+  }
 }
 
 void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
@@ -322,6 +398,8 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
       if (auto echo = links_.TakeEcho(h.id)) echo->done(std::string(AsText(payload)));
       break;
     }
+    case link_wire::MsgType::kAck:
+      break;
   }
 }
 

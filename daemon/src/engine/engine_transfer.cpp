@@ -160,7 +160,8 @@ bool Engine::ReadyForLink(Session& s, const shm::SubmitDesc& d, BufferRecord& bu
   if (l.verbs() && buf.reg(Transport::kVerbs).empty()) {
     // Registered with the RDMA device at its first use there: a profile
     // that allows few registrations is not spent on buffers never sent.
-    auto reg = RegisterPieces(*l.device, buf.segment.data(), buf.size(), driver::kAccessLocal);
+    auto reg = RegisterPieces(*device(Transport::kVerbs), buf.segment.data(), buf.size(),
+                              driver::kAccessLocal);
     if (!reg.ok()) {
       Decline(s, d, reg.status().code(),
               "buffer " + std::to_string(buf.id) + ": " + reg.status().message());
@@ -179,25 +180,17 @@ bool Engine::ReadyForLink(Session& s, const shm::SubmitDesc& d, BufferRecord& bu
 
 // Posts what the op may post now; true if anything was posted.
 bool Engine::PostTransferPieces(TransferOp& op) {
-  driver::Connection* conn = local_.get();
-  EngineLink* link = nullptr;
   if (op.link != 0) {
-    link = FindLink(op.link);
+    EngineLink* link = FindLink(op.link);
     if (link == nullptr || link->failed) return false;  // DropLink fails the op
-    conn = link->conn.get();
+    return PostLinkPieces(op, *link);
   }
+  driver::Connection* conn = local_.get();
   const driver::Caps& caps = conn->caps();
-  const Registration& local_reg =
-      op.local->reg(link == nullptr ? Transport::kLoop : link->spec.transport);
+  const Registration& local_reg = op.local->reg(Transport::kLoop);
   bool did = false;
-  // The send queue's room: a link's receive slots sit in the other queue.
-  auto queue_full = [&] {
-    if (link == nullptr) return conn->outstanding() >= caps.max_outstanding;
-    uint64_t sends = link->slots - link->free_send.size();
-    return link->transfers + sends >= caps.max_outstanding;
-  };
   while (op.error == Code::kOk && op.posted < op.length && op.outstanding < kPiecesInFlightPerOp &&
-         !queue_full()) {
+         conn->outstanding() < caps.max_outstanding) {
     Piece piece = NextPiece(op, local_reg, caps, options_.transfer_chunk_bytes);
     Status st = op.is_read ? conn->PostRead(op.id, piece.local, piece.remote)
                            : conn->PostWrite(op.id, piece.local, piece.remote);
@@ -205,21 +198,90 @@ bool Engine::PostTransferPieces(TransferOp& op) {
     if (!st.ok()) {
       op.error = st.code();
       op.error_detail = st.message();
-      if (link != nullptr && st.code() == Code::kLinkDown) FailLink(*link, st.code(), st.message());
       break;
     }
     op.posted += piece.bytes;
     ++op.outstanding;
-    if (link != nullptr) ++link->transfers;
     did = true;
   }
   return did;
 }
 
-void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_link) {
+bool Engine::PostLinkPieces(TransferOp& op, EngineLink& link) {
+  const Registration& local_reg = op.local->reg(link.spec.transport);
+  // Large transfers go in slices over every rail; small ones in chunks on one.
+  const bool striped = op.length >= options_.stripe_min_bytes;
+  const uint64_t chunk = striped ? options_.slice_bytes : options_.transfer_chunk_bytes;
+  uint32_t rails_up = 0;
+  for (const auto& r : link.rails) rails_up += r != nullptr && r->up() ? 1 : 0;
+  const uint32_t most_pieces = kPiecesInFlightPerOp * std::max(1u, rails_up);
+  bool did = false;
+  while (op.error == Code::kOk && (!op.redo.empty() || op.posted < op.length) &&
+         op.outstanding < most_pieces) {
+    uint64_t offset = op.redo.empty() ? op.posted : op.redo.front().first;
+    uint64_t most = op.redo.empty() ? op.length - op.posted : op.redo.front().second;
+    Rail* rail = PickRail(link, op, std::min(most, chunk));
+    if (rail == nullptr) break;
+    Piece piece = PieceAt(op, offset, most, local_reg, rail->conn->caps(), chunk);
+    NoteRailBusy(*rail);
+    Status st = op.is_read ? rail->conn->PostRead(op.id, piece.local, piece.remote)
+                           : rail->conn->PostWrite(op.id, piece.local, piece.remote);
+    if (st.code() == Code::kBusy) break;
+    if (!st.ok()) {
+      if (st.code() == Code::kLinkDown) {
+        // The rail is gone, not the transfer: the slice goes elsewhere.
+        FailRail(link, *rail, st.code(), st.message());
+        break;
+      }
+      op.error = st.code();
+      op.error_detail = st.message();
+      break;
+    }
+    if (op.redo.empty()) {
+      op.posted += piece.bytes;
+    } else if (piece.bytes == op.redo.front().second) {
+      op.redo.pop_front();
+    } else {
+      op.redo.front().first += piece.bytes;
+      op.redo.front().second -= piece.bytes;
+    }
+    op.pieces.push_back({rail->spec.index, offset, piece.bytes});
+    ++op.outstanding;
+    ++rail->transfers;
+    rail->inflight_bytes += piece.bytes;
+    rail->stats.bytes_sent += piece.bytes;
+    if (striped) rail->striped_bytes += piece.bytes;
+    did = true;
+  }
+  return did;
+}
+
+void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, EngineLink* link, Rail* rail) {
   TransferOp* found = transfers_.Find(wc.wr_id);
+  if (rail != nullptr && rail->transfers > 0) --rail->transfers;
   if (found == nullptr) return;
   TransferOp& op = *found;
+  if (rail != nullptr) {
+    // The rail's oldest piece of this op: a rail completes in post order.
+    auto it = std::find_if(op.pieces.begin(), op.pieces.end(),
+                           [&](const TransferOp::Posted& p) { return p.rail == rail->spec.index; });
+    if (it == op.pieces.end()) return;  // reissued when its rail failed
+    TransferOp::Posted piece = *it;
+    op.pieces.erase(it);
+    rail->inflight_bytes -= std::min(rail->inflight_bytes, piece.bytes);
+    if (wc.code == Code::kLinkDown && link != nullptr) {
+      // The rail failed under it: posted again on another rail.
+      op.redo.emplace_back(piece.offset, piece.bytes);
+      if (op.outstanding > 0) --op.outstanding;
+      ++rail->stats.slices_reissued;
+      FailRail(*link, *rail, wc.code, LinkFailureText(wc.code, wc.detail));
+      return;
+    }
+    if (wc.code == Code::kOk) {
+      ++rail->stats.slices;
+      NoteSliceDone(*rail, piece.bytes);
+    }
+  }
   if (op.outstanding > 0) --op.outstanding;
   if (wc.code == Code::kOk) {
     op.done += wc.byte_len;
@@ -231,9 +293,8 @@ void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, bool over_li
     // its NIC refused an RDMA access: that also takes the queue pair down,
     // and a peer daemon being killed (its registrations go before its QP)
     // looks the same, so the honest answer is the link's.
-    if (over_link && wc.code == Code::kPermissionDenied && op.peer) {
-      const EngineLink* l = FindLink(op.link);
-      if (l != nullptr && l->verbs() && l->conn->caps().one_sided) {
+    if (rail != nullptr && wc.code == Code::kPermissionDenied && op.peer) {
+      if (rail->spec.transport == Transport::kVerbs && rail->conn->caps().one_sided) {
         op.error = Code::kLinkDown;
         op.error_detail = "the NIC of '" + op.peer->peer + "' refused the access to export '" +
                           op.peer->name +
@@ -277,7 +338,7 @@ bool Engine::ProgressTransfers() {
   }
   driver::WorkCompletion wcs[kTransferPollBatch];
   size_t n = local_->Poll(wcs);
-  for (size_t i = 0; i < n; ++i) OnTransferCompletion(wcs[i], /*over_link=*/false);
+  for (size_t i = 0; i < n; ++i) OnTransferCompletion(wcs[i], nullptr, nullptr);
   did |= n > 0;
   did |= transfers_.FinishAndReap([this](TransferOp& op) { FinishTransfer(op); });
   return did;

@@ -5,9 +5,11 @@
 // touches them.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +23,8 @@
 #include "mcdma/status.hpp"
 
 namespace mcdma::daemon {
+
+using Clock = std::chrono::steady_clock;
 
 // The transports the engine holds a device for. The loop device carries
 // transfers between sessions of this host; tcp and verbs carry links.
@@ -82,6 +86,32 @@ struct LocalVerbsInfo {
   uint32_t active_mtu = 0;
 };
 
+// Counters of one rail, kept while the link lives.
+struct RailStats {
+  uint64_t bytes_sent = 0;       // message fragments and one-sided bytes posted
+  uint64_t bytes_received = 0;   // message fragments received
+  uint64_t slices = 0;           // one-sided slices completed
+  uint64_t slices_reissued = 0;  // slices posted here, reissued on other rails after a failure
+  uint64_t downs = 0;
+};
+
+// A rail as status displays show it.
+struct RailSnapshot {
+  uint32_t index = 0;
+  std::string local;
+  std::string remote;
+  Transport transport = Transport::kTcp;
+  std::string profile;
+  bool up = false;
+  bool last_resort = false;
+  bool messages = false;
+  uint64_t inflight_bytes = 0;
+  double rate_bps = 0;
+  double share = 0;
+  std::string last_error;
+  RailStats stats;
+};
+
 // A snapshot for status displays.
 struct LinkSnapshot {
   uint64_t id = 0;
@@ -91,18 +121,32 @@ struct LinkSnapshot {
   uint64_t generation = 0;
   uint32_t inflight = 0;
   LinkStats stats;
+  std::vector<RailSnapshot> rails;
+  uint64_t duplicates = 0;  // messages received twice and dropped
+  uint64_t resent = 0;      // messages sent again after a rail failed
 };
 
 struct FreeDeleter {
   void operator()(std::byte* p) const { std::free(p); }
 };
 
-struct EngineLink {
-  uint64_t id = 0;
-  LinkSpec spec;
-  std::unique_ptr<driver::Connection> conn;
-  driver::Device* device = nullptr;  // the link device the connection belongs to
-  LinkStats* stats = nullptr;        // owned by the LinkTable, outlives the link
+// What the link manager hands the engine for a rail beyond rail 0.
+struct RailSpec {
+  uint32_t index = 0;  // the canonical index both ends computed (>= 1)
+  std::string local;   // this host's rail name ("tcp:10.1.1.1")
+  std::string remote;  // the peer's
+  Transport transport = Transport::kTcp;
+  std::string profile;
+  uint32_t peer_slot_bytes = 0;
+};
+
+// One connection of a link (docs/architecture.md §21). Rail 0 is the
+// connection the link was set up with; while another rail is up it carries
+// nothing (the rail of last resort).
+struct Rail {
+  RailSpec spec;
+  std::unique_ptr<driver::Connection> conn;  // null while the rail is down
+  driver::Device* device = nullptr;
 
   // Receive slots [0, slots) then send slots [slots, 2 * slots), each
   // slot_bytes, in one page-aligned allocation registered as `region`.
@@ -113,7 +157,49 @@ struct EngineLink {
   std::unique_ptr<driver::MemoryRegion> region;  // declared after memory
   std::vector<uint32_t> free_send;               // free send slot indexes
 
-  // Messages not yet fully posted, in order; the front may be partly posted.
+  // The message being received in fragments on this rail.
+  Reassembler incoming;
+
+  uint32_t transfers = 0;       // one-sided requests posted and not completed
+  uint64_t inflight_bytes = 0;  // their bytes
+  // Throughput while busy: bytes completed over windows of at least 20 ms
+  // that start when the rail gets work, smoothed; 0 until the first.
+  double rate_bps = 0;
+  Clock::time_point window_start{};
+  uint64_t window_bytes = 0;
+  uint64_t striped_bytes = 0;     // slices posted here, for the share
+  bool carried_messages = false;  // since the link's last resend
+  RailStats stats;
+
+  // Set on a transport error or when the link manager takes the rail out;
+  // the engine then drops the rail (or, for the last one, the link).
+  bool failed = false;
+  Code fail_code = Code::kLinkDown;
+  std::string fail_reason;
+  std::string last_error;  // why it last went down
+
+  bool up() const { return conn != nullptr && !failed; }
+  std::byte* slot(uint32_t index) const { return memory.get() + uint64_t{index} * slot_bytes; }
+  uint32_t payload_per_fragment() const {
+    return fragment_bytes - static_cast<uint32_t>(link_wire::kHeaderBytes);
+  }
+  uint32_t sends_in_flight() const { return slots - static_cast<uint32_t>(free_send.size()); }
+};
+
+struct EngineLink {
+  uint64_t id = 0;
+  LinkSpec spec;
+  LinkStats* stats = nullptr;  // owned by the LinkTable, outlives the link
+
+  // rails[0] is the link's own connection; rails[i] has spec.index i.
+  std::vector<std::unique_ptr<Rail>> rails;
+  // The rail messages are posted on now (-1: none chosen yet). A message
+  // once started stays on its rail; the next may go elsewhere.
+  int message_rail = -1;
+
+  // Messages not yet fully posted, in order; the front may be partly posted
+  // (on `message_rail`). A message keeps its sequence number when it is
+  // sent again.
   struct Outgoing {
     link_wire::Header header;
     std::string payload;
@@ -122,23 +208,55 @@ struct EngineLink {
   };
   std::deque<Outgoing> backlog;
   uint64_t backlog_bytes = 0;
+  // Posted and not yet acknowledged by the peer, in sequence order: sent
+  // again on another rail when the rail that carried them fails.
+  std::deque<Outgoing> unacked;
+  uint64_t unacked_bytes = 0;
+  uint64_t next_seq = 1;  // of the next message we send
 
-  // The message being received in fragments.
-  Reassembler incoming;
+  // Receiving: every message up to `delivered` was dispatched; later ones
+  // that came early (a rail switch) wait in `early`.
+  uint64_t delivered = 0;
+  uint64_t ack_sent = 0;         // the highest ack we put on a header
+  uint64_t bytes_since_ack = 0;  // payload delivered since then
+  std::map<uint64_t, std::pair<link_wire::Header, std::string>> early;
+  uint64_t early_bytes = 0;
+  uint64_t duplicates = 0;  // messages received twice (sent again after a rail failed)
+  uint64_t resent = 0;      // messages we sent again
 
-  uint32_t transfers = 0;  // one-sided requests posted and not completed
-  // Set by the data path on a transport error or a protocol violation; the
-  // engine then drops the link at the end of its pass.
+  // Set by the data path on a protocol violation or when the last rail
+  // fails; the engine then drops the link at the end of its pass.
   bool failed = false;
   Code fail_code = Code::kLinkDown;
   std::string fail_reason;
 
   bool verbs() const { return spec.transport == Transport::kVerbs; }
-  std::byte* slot(uint32_t index) const { return memory.get() + uint64_t{index} * slot_bytes; }
-  uint32_t payload_per_fragment() const {
-    return fragment_bytes - static_cast<uint32_t>(link_wire::kHeaderBytes);
+  Rail* rail(uint32_t index) {
+    return index < rails.size() && rails[index] != nullptr ? rails[index].get() : nullptr;
+  }
+  // Whether any rail other than rail 0 is up.
+  bool has_other_rail() const {
+    for (size_t i = 1; i < rails.size(); ++i)
+      if (rails[i] != nullptr && rails[i]->up()) return true;
+    return false;
+  }
+  uint32_t transfers() const {
+    uint32_t n = 0;
+    for (const auto& r : rails)
+      if (r != nullptr) n += r->transfers;
+    return n;
   }
 };
+
+// wr_id spaces on a rail's connection: transfer ids stay below 2^56.
+inline constexpr uint64_t kRailSendTag = 1ULL << 62;
+inline constexpr uint64_t kRailRecvTag = 1ULL << 61;
+inline constexpr uint64_t kRailSlotMask = (1ULL << 32) - 1;
+
+// Throughput bookkeeping (engine_rails.cpp): work is about to be posted on
+// `r`; `bytes` of it completed.
+void NoteRailBusy(Rail& r);
+void NoteSliceDone(Rail& r, uint64_t bytes);
 
 // What a link's failure says, from the transport's completion code and
 // detail: the code is named only when it is not LINK_DOWN itself (the

@@ -1,10 +1,14 @@
 // Messages on a data link: what one daemon's engine SENDs into the receive
-// slots its peer's engine posted. Each SEND carries one fragment: a 40-byte
-// header and up to (slot_bytes - 40) bytes of the message's payload. A
+// slots its peer's engine posted. Each SEND carries one fragment: a 56-byte
+// header and up to (slot_bytes - 56) bytes of the message's payload. A
 // message larger than one slot is cut into fragments that are posted back to
-// back, so on a link they arrive contiguous and in order (the transport
+// back on one rail, so they arrive contiguous and in order (the transport
 // keeps SEND order); anything else is a protocol error that takes the link
-// down. Byte layout and rules: docs/protocol.md, "Data-link messages".
+// down. Every message but kAck carries a sequence number of its link, and
+// every fragment the sender's cumulative acknowledgement of the messages it
+// received: a message sent on a rail that failed is sent again on another
+// and delivered once. Byte layout and rules: docs/protocol.md, "Data-link
+// messages".
 #pragma once
 
 #include <cstddef>
@@ -16,8 +20,8 @@
 namespace mcdma::daemon::link_wire {
 
 inline constexpr uint32_t kMagic = 0x4C44434D;  // "MCDL" read as little-endian bytes
-inline constexpr uint8_t kVersion = 1;
-inline constexpr size_t kHeaderBytes = 40;
+inline constexpr uint8_t kVersion = 2;
+inline constexpr size_t kHeaderBytes = 56;
 // The largest message payload a peer may announce (a call or reply is also
 // bounded by the receiving app's arena).
 inline constexpr uint32_t kMaxMessageBytes = 256u << 20;
@@ -33,7 +37,10 @@ enum class MsgType : uint8_t {
   // the sender's transfers to it is still posted, so the receiver may
   // deregister its memory without a late RDMA access failing the link.
   kRevokeAck = 7,
-  kMaxType = 7,
+  // No payload, no sequence number: only the header's ack (sent when the
+  // receiver has acknowledged nothing for a while; others carry it too).
+  kAck = 8,
+  kMaxType = 8,
 };
 
 // Little-endian on the wire, whatever the host's order.
@@ -48,6 +55,8 @@ struct Header {
   uint64_t target = 0;
   uint32_t timeout_us = 0;  // kCall/kNotify: time left before the caller's deadline
   uint32_t reason = 0;      // kReply: a mcdma::Reason (0, NONE, from a peer that predates them)
+  uint64_t seq = 0;         // the message's sequence number on its link, from 1; kAck: 0
+  uint64_t ack = 0;         // every message up to this one from the peer was received
 };
 
 namespace detail {
@@ -76,6 +85,8 @@ inline void Encode(const Header& h, std::byte* out) {
   detail::Put<uint64_t>(out, 24, h.target);
   detail::Put<uint32_t>(out, 32, h.timeout_us);
   detail::Put<uint32_t>(out, 36, h.reason);
+  detail::Put<uint64_t>(out, 40, h.seq);
+  detail::Put<uint64_t>(out, 48, h.ack);
 }
 
 // Decodes one fragment of `len` bytes; nullopt with `why` set when it breaks
@@ -96,6 +107,8 @@ inline std::optional<Header> Decode(const std::byte* in, size_t len, std::string
   h.target = detail::Get<uint64_t>(in, 24);
   h.timeout_us = detail::Get<uint32_t>(in, 32);
   h.reason = detail::Get<uint32_t>(in, 36);
+  h.seq = detail::Get<uint64_t>(in, 40);
+  h.ack = detail::Get<uint64_t>(in, 48);
   if (h.magic != kMagic) {
     *why = "bad magic";
   } else if (h.version != kVersion) {
@@ -108,6 +121,11 @@ inline std::optional<Header> Decode(const std::byte* in, size_t len, std::string
     *why = "fragment runs past its message's length";
   } else if (len == kHeaderBytes && h.total_len != 0) {
     *why = "empty fragment of a non-empty message";
+  } else if ((type == static_cast<uint8_t>(MsgType::kAck)) != (h.seq == 0)) {
+    *why = type == static_cast<uint8_t>(MsgType::kAck) ? "an ack with a sequence number"
+                                                       : "a message without a sequence number";
+  } else if (type == static_cast<uint8_t>(MsgType::kAck) && h.total_len != 0) {
+    *why = "an ack with a payload";
   } else {
     h.type = static_cast<MsgType>(type);
     return h;

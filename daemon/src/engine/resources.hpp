@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -183,6 +184,16 @@ struct TransferOp {
   uint64_t posted = 0;  // bytes posted so far
   uint64_t done = 0;    // bytes completed OK
   uint32_t outstanding = 0;
+  // Over a link: the pieces posted and not completed, oldest first (a
+  // rail completes its pieces in post order), and the ranges of pieces
+  // whose rail failed, to post again elsewhere ({offset in op, bytes}).
+  struct Posted {
+    uint32_t rail = 0;
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+  };
+  std::deque<Posted> pieces;
+  std::deque<std::pair<uint64_t, uint64_t>> redo;
   Code error = Code::kOk;
   std::string error_detail;
   bool completed = false;  // the app has been told

@@ -6,18 +6,23 @@ namespace mcdma::daemon {
 
 Piece NextPiece(const TransferOp& op, const Registration& local_reg, const driver::Caps& caps,
                 uint64_t chunk_bytes) {
-  uint64_t local_off = op.local_offset + op.posted;
-  uint64_t n = std::min({op.length - op.posted, chunk_bytes,
-                         op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,
-                         local_reg.PieceRemaining(local_off)});
+  return PieceAt(op, op.posted, op.length - op.posted, local_reg, caps, chunk_bytes);
+}
+
+Piece PieceAt(const TransferOp& op, uint64_t offset, uint64_t most, const Registration& local_reg,
+              const driver::Caps& caps, uint64_t chunk_bytes) {
+  uint64_t local_off = op.local_offset + offset;
+  uint64_t n =
+      std::min({most, chunk_bytes, op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,
+                local_reg.PieceRemaining(local_off)});
   Piece p;
   if (op.peer) {
-    uint64_t ro = op.remote_offset + op.posted;
+    uint64_t ro = op.remote_offset + offset;
     const PeerExport::Piece& piece = op.peer->PieceAt(ro);
     n = std::min(n, piece.offset + piece.length - ro);
     p.remote = {piece.addr + (ro - piece.offset), piece.rkey};
   } else {
-    uint64_t remote_off = op.target->offset + op.remote_offset + op.posted;
+    uint64_t remote_off = op.target->offset + op.remote_offset + offset;
     const Registration& remote_reg = op.target->buffer->reg(Transport::kLoop);
     n = std::min(n, remote_reg.PieceRemaining(remote_off));
     p.remote = remote_reg.Remote(remote_off);
@@ -57,7 +62,29 @@ void TransferTable::LinkGone(uint64_t link, Code code, const std::string& why) {
     }
     // The connection goes with the link: nothing it had posted completes.
     op.outstanding = 0;
+    op.pieces.clear();
+    op.redo.clear();
   }
+}
+
+uint64_t TransferTable::RailGone(uint64_t link, uint32_t rail) {
+  uint64_t moved = 0;
+  for (auto& [id, op] : ops_) {
+    if (op.link != link) continue;
+    for (auto it = op.pieces.begin(); it != op.pieces.end();) {
+      if (it->rail != rail) {
+        ++it;
+        continue;
+      }
+      // A WRITE of the same bytes to the same place, or a READ of them
+      // again, is harmless: the range is simply posted again.
+      op.redo.emplace_back(it->offset, it->bytes);
+      if (op.outstanding > 0) --op.outstanding;
+      it = op.pieces.erase(it);
+      ++moved;
+    }
+  }
+  return moved;
 }
 
 void TransferTable::SessionGone(uint64_t session) {

@@ -31,6 +31,10 @@ struct Piece {
 };
 Piece NextPiece(const TransferOp& op, const Registration& local_reg, const driver::Caps& caps,
                 uint64_t chunk_bytes);
+// The piece at `offset` of `op` (relative to its start), at most `most`
+// bytes, under the same limits.
+Piece PieceAt(const TransferOp& op, uint64_t offset, uint64_t most, const Registration& local_reg,
+              const driver::Caps& caps, uint64_t chunk_bytes);
 
 class TransferTable {
  public:
@@ -51,6 +55,10 @@ class TransferTable {
   // already failed) and nothing they posted will complete; acks owed on it
   // are dropped.
   void LinkGone(uint64_t link, Code code, const std::string& why);
+  // Rail `rail` of `link` is gone with its connection: the pieces it had
+  // posted will not complete; their ranges are posted again on other rails.
+  // Returns how many pieces.
+  uint64_t RailGone(uint64_t link, uint32_t rail);
   // `session` is gone: its ops are done (CANCELLED) without telling it.
   void SessionGone(uint64_t session);
   // Ops past their deadline fail TIMEOUT.

@@ -32,7 +32,8 @@ LinkManager::LinkManager(const Options& options, Engine& engine,
       creds_(std::move(creds)),
       listen_port_(listen_port),
       instance_id_(RandomHex(16)),
-      rpc_timeout_(std::chrono::milliseconds(options.link_timeout_ms)) {}
+      rpc_timeout_(std::chrono::milliseconds(options.link_timeout_ms)),
+      own_rails_(OwnRails(options)) {}
 
 LinkManager::~LinkManager() {
   // Stop() is also called on the orderly path; here only what a failed
@@ -48,6 +49,9 @@ void LinkManager::Start() {
   (void)engine_.Run([this] {
     engine_.SetLinkDownHandler(
         [this](uint64_t link_id, const std::string& why) { OnEngineLinkDown(link_id, why); });
+    engine_.SetRailDownHandler([this](uint64_t link_id, uint32_t index, const std::string& why) {
+      OnEngineRailDown(link_id, index, why);
+    });
     return 0;
   });
   MutexLock lock(mu_);
@@ -60,6 +64,7 @@ void LinkManager::Start() {
     raw->thread = std::thread([this, raw] { DialLoop(raw); });
   }
   sweeper_ = std::thread([this] { SweepLoop(); });
+  if (!own_rails_.empty()) rail_watch_ = std::thread([this] { RailWatchLoop(); });
 }
 
 void LinkManager::Stop(v1::PeerGoodbyeReason reason) {
@@ -98,10 +103,12 @@ void LinkManager::Stop(v1::PeerGoodbyeReason reason) {
     for (auto& c : connectors_) threads.push_back(std::move(c.thread));
     connectors_.clear();
     if (sweeper_.joinable()) threads.push_back(std::move(sweeper_));
+    if (rail_watch_.joinable()) threads.push_back(std::move(rail_watch_));
   }
   for (auto& t : threads) t.join();
   (void)engine_.Run([this] {
     engine_.SetLinkDownHandler(nullptr);
+    engine_.SetRailDownHandler(nullptr);
     return 0;
   });
 }
@@ -190,6 +197,7 @@ v1::PeerHelloRequest LinkManager::HelloRequest() const {
   OfferTransports(req.mutable_transports());
   req.set_instance_id(instance_id_);
   req.set_listen_port(listen_port_);
+  *req.mutable_rails() = own_rails_;
   if (auto hp = SplitHostPort(options_.listen, kDefaultPeerPort); hp.ok()) {
     const std::string& host = hp->first;
     if (host != "0.0.0.0" && host != "::" && !host.empty()) req.set_listen_host(host);
@@ -223,7 +231,17 @@ void LinkManager::DialLoop(Entry* e) {
         ever_up = true;
       }
       log->info("link to '{}' up (generation {})", e->config.name, e->generation);
+      std::thread rails;
+      {
+        MutexLock lock(mu_);
+        if (!own_rails_.empty() && !e->peer_rails.empty()) {
+          rails = std::thread(
+              [this, e, gen = e->generation, link = e->link_id] { RailLoop(e, gen, link); });
+        }
+      }
       std::string why = HeartbeatLoop(e);
+      cv_.notify_all();
+      if (rails.joinable()) rails.join();
       MutexLock lock(mu_);
       if (stopping_ || e->removed) return;
       e->last_error = why;
@@ -342,6 +360,7 @@ void LinkManager::NoteHelloReply(Entry* e, const v1::PeerHelloReply& hello,
   {
     MutexLock lock(mu_);
     restarted = NotePeerInstance(name, hello.instance_id(), hello.daemon_version());
+    e->peer_rails = AcceptRails(name, hello.rails());
     e->transport = choice.transport;
     e->transport_reason = choice.reason;
     e->verbs_path.Clear();

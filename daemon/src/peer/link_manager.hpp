@@ -39,6 +39,7 @@
 #include "mcdma/v1/peer.pb.h"
 #include "mcdma_internal/thread_annotations.hpp"
 #include "peer/peer_channel.hpp"
+#include "peer/rail_plan.hpp"
 #include "peer/transport_choice.hpp"
 
 namespace mcdma::daemon {
@@ -92,6 +93,8 @@ class LinkManager {
                                              const v1::PeerHeartbeatRequest& req)
       MCDMA_EXCLUDES(mu_);
   void OnGoodbye(const std::string& host, const v1::PeerGoodbyeRequest& req) MCDMA_EXCLUDES(mu_);
+  Result<v1::PeerAddRailReply> OnAddRail(const std::string& host, const v1::PeerAddRailRequest& req)
+      MCDMA_EXCLUDES(mu_);
 
  private:
   using TimePoint = std::chrono::steady_clock::time_point;
@@ -129,11 +132,27 @@ class LinkManager {
     uint64_t reconnects = 0;
     bool removed = false;
     std::thread thread;
+    // Rails beyond the link's own connection (link_manager_rails.cpp), by
+    // canonical index: whether up, and when a failed or unreached one is
+    // probed again. The dialer probes; both ends watch their interfaces.
+    struct RailTry {
+      bool up = false;
+      std::string local;          // this host's rail name
+      std::string remote;         // the peer's
+      std::string local_address;  // of this host's rail (its interface is watched)
+      TimePoint retry_at{};
+      std::string last_error;
+      uint64_t downs = 0;
+      uint32_t fails = 0;  // probes failed in a row
+    };
+    std::map<uint32_t, RailTry> rails;
+    RailOffer peer_rails;  // dialer: what the peer announced in its Hello reply
   };
   struct PeerInfo {
     std::string instance;
     std::string version;
     std::string callback;  // host:port of its Peer service, as it told us
+    RailOffer rails;       // what it announced in Hello (empty if refused)
   };
 
   // What a Connect from a peer asked for, carried to the thread that
@@ -211,6 +230,25 @@ class LinkManager {
   void JoinFinishedConnectors() MCDMA_REQUIRES(mu_);
 
   void SweepLoop() MCDMA_EXCLUDES(mu_);
+
+  // ---- Rails (link_manager_rails.cpp) ----
+  // The dialer's rail thread while its link is up: probes every candidate
+  // pair not up whose hold-down has passed and whose interface runs.
+  void RailLoop(Entry* e, uint64_t generation, uint64_t link_id) MCDMA_EXCLUDES(mu_);
+  // One probe: AddRail, both ends connect, the engine takes the rail.
+  Status ProbeRail(Entry* e, PeerChannel& ch, const RailPair& pair, uint64_t generation,
+                   uint64_t link_id) MCDMA_EXCLUDES(mu_);
+  // Every 100 ms: takes out the up rails whose local interface stopped
+  // running (both ends; the port event of a tcp rail).
+  void RailWatchLoop() MCDMA_EXCLUDES(mu_);
+  void OnEngineRailDown(uint64_t link_id, uint32_t index, const std::string& why)
+      MCDMA_EXCLUDES(mu_);
+  // The rails a peer announced, or none (logged) when the announcement is
+  // refused: the link then runs on its own connection.
+  RailOffer AcceptRails(const std::string& peer, const RailOffer& offered) const;
+  // Rows for `mcdmactl links`: the engine's rails, then candidates never up.
+  void DescribeRails(const Entry& e, TimePoint now, const std::vector<RailSnapshot>& engine_rails,
+                     v1::LinkInfo* li) const MCDMA_REQUIRES(mu_);
   void SetState(Entry* e, PeerState state) MCDMA_REQUIRES(mu_);
   // Records a peer's instance id; true when it changed (the peer
   // restarted): its incoming entry is reset. The caller then drops the
@@ -252,6 +290,8 @@ class LinkManager {
   // Callee-side Endpoint::Connect calls.
   std::vector<Connector> connectors_ MCDMA_GUARDED_BY(mu_);
   std::thread sweeper_ MCDMA_GUARDED_BY(mu_);
+  std::thread rail_watch_ MCDMA_GUARDED_BY(mu_);
+  const RailOffer own_rails_;
 };
 
 }  // namespace mcdma::daemon

@@ -236,6 +236,10 @@ void LinkManager::Fill(v1::LinksReply* out) {
       if (!snaps) continue;
       LinkOrigin origin = e->origin == PeerOrigin::kIncoming ? LinkOrigin::kIn : LinkOrigin::kOut;
       AddEngineCounters(*snaps, name, origin, li);
+      std::vector<RailSnapshot> rails;
+      for (const LinkSnapshot& s : *snaps)
+        if (s.id != 0 && s.id == e->link_id) rails = s.rails;
+      if (e->link_id != 0) DescribeRails(*e, now, rails, li);
     }
   }
 }

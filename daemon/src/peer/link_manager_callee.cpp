@@ -17,6 +17,7 @@ v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerH
     MutexLock lock(mu_);
     restarted = NotePeerInstance(host, req.instance_id(), req.daemon_version());
     PeerInfo& info = peers_[host];
+    info.rails = AcceptRails(host, req.rails());
     const std::string& back = req.listen_host().empty() ? source_ip : req.listen_host();
     if (req.listen_port() != 0 && !back.empty()) {
       std::string callback = JoinHostPort(back, req.listen_port());
@@ -37,6 +38,7 @@ v1::PeerHelloReply LinkManager::OnHello(const std::string& host, const v1::PeerH
   rep.add_capabilities("one-sided");
   OfferTransports(rep.mutable_transports());
   rep.set_instance_id(instance_id_);
+  *rep.mutable_rails() = own_rails_;
   return rep;
 }
 

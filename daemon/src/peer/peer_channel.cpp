@@ -168,6 +168,11 @@ Result<v1::PeerConnectReply> PeerChannel::Connect(const v1::PeerConnectRequest& 
   return CallWithTicket<v1::PeerConnectRequest, v1::PeerConnectReply>(req, timeout,
                                                                       &v1::Peer::Stub::Connect);
 }
+Result<v1::PeerAddRailReply> PeerChannel::AddRail(const v1::PeerAddRailRequest& req,
+                                                  Millis timeout) {
+  return CallWithTicket<v1::PeerAddRailRequest, v1::PeerAddRailReply>(req, timeout,
+                                                                      &v1::Peer::Stub::AddRail);
+}
 Result<v1::PeerResolveExportReply> PeerChannel::ResolveExport(
     const v1::PeerResolveExportRequest& req, Millis timeout) {
   return CallWithTicket<v1::PeerResolveExportRequest, v1::PeerResolveExportReply>(

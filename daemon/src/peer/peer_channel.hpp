@@ -44,6 +44,7 @@ class PeerChannel {
   // peer answers UNAUTHENTICATED (it restarted, or the ticket expired).
   Result<v1::PeerHelloReply> Hello(const v1::PeerHelloRequest& req, Millis timeout);
   Result<v1::PeerConnectReply> Connect(const v1::PeerConnectRequest& req, Millis timeout);
+  Result<v1::PeerAddRailReply> AddRail(const v1::PeerAddRailRequest& req, Millis timeout);
   Result<v1::PeerResolveExportReply> ResolveExport(const v1::PeerResolveExportRequest& req,
                                                    Millis timeout);
   Result<v1::PeerLookupServiceReply> LookupService(const v1::PeerLookupServiceRequest& req,

@@ -34,6 +34,7 @@ Result<std::unique_ptr<driver::Device>> CreateLinkDevice(const Options& options)
   // it advertises the wildcard and the peer puts in the address it dialed.
   tcp.advertise_address = data.first;
   tcp.connect_timeout = std::chrono::milliseconds(options.link_timeout_ms);
+  for (const RailConfig& rail : options.rails) tcp.rail_addresses.push_back(rail.address);
   auto device = driver::tcp::CreateTcpDevice(tcp);
   if (!device.ok()) {
     return Status(device.status().code(), "data_listen " + JoinHostPort(data.first, data.second) +

@@ -166,6 +166,18 @@ grpc::Status PeerServiceImpl::Connect(grpc::ServerContext* ctx, const v1::PeerCo
   return grpc::Status::OK;
 }
 
+grpc::Status PeerServiceImpl::AddRail(grpc::ServerContext* ctx, const v1::PeerAddRailRequest* req,
+                                      v1::PeerAddRailReply* rep) {
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Unauthenticated(caller.status().message());
+  if (req->generation() == 0) return Malformed("add rail: generation 0");
+  if (req->index() == 0) return Malformed("add rail: rail 0 is the link's own connection");
+  auto r = links_.OnAddRail(*caller, *req);
+  if (!r.ok()) return ToGrpc(r.status());
+  *rep = std::move(r).value();
+  return grpc::Status::OK;
+}
+
 grpc::Status PeerServiceImpl::ResolveExport(grpc::ServerContext* ctx,
                                             const v1::PeerResolveExportRequest* req,
                                             v1::PeerResolveExportReply* rep) {

@@ -30,6 +30,8 @@ class PeerServiceImpl final : public v1::Peer::Service {
                      v1::PeerHelloReply* rep) override;
   grpc::Status Connect(grpc::ServerContext* ctx, const v1::PeerConnectRequest* req,
                        v1::PeerConnectReply* rep) override;
+  grpc::Status AddRail(grpc::ServerContext* ctx, const v1::PeerAddRailRequest* req,
+                       v1::PeerAddRailReply* rep) override;
   grpc::Status ResolveExport(grpc::ServerContext* ctx, const v1::PeerResolveExportRequest* req,
                              v1::PeerResolveExportReply* rep) override;
   grpc::Status LookupService(grpc::ServerContext* ctx, const v1::PeerLookupServiceRequest* req,
