@@ -66,6 +66,37 @@ TEST(MetricFamilies, OperationsByOpAndCodeAndACumulativeHistogram) {
   EXPECT_NE(text.find("mcdma_user_sessions{uid=\"1000\"} 0"), std::string::npos);
 }
 
+TEST(MetricFamilies, RailsHaveTheirOwnSeries) {
+  v1::LinksReply links;
+  auto* l = links.add_links();
+  l->set_peer("host-b");
+  l->set_origin("config");
+  l->set_state("up");
+  auto* r0 = l->add_rails();
+  r0->set_index(0);
+  r0->set_name("link");
+  r0->set_state("up");
+  r0->set_last_resort(true);
+  auto* r1 = l->add_rails();
+  r1->set_index(1);
+  r1->set_name("tcp:10.1.1.1>tcp:10.1.1.2");
+  r1->set_state("down");
+  r1->set_slices_reissued(12);
+  r1->set_downs(1);
+  r1->set_throughput_mbps(48.5);
+  std::string text = Text(SampleStatus(), links);
+  const std::string rail1 =
+      "{peer=\"host-b\",origin=\"config\",rail=\"1\",name=\"tcp:10.1.1.1>tcp:10.1.1.2\"}";
+  EXPECT_NE(text.find("mcdma_link_rail_up" + rail1 + " 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("mcdma_link_rail_slices_reissued_total" + rail1 + " 12"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_link_rail_downs_total" + rail1 + " 1"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_link_rail_throughput_bytes_per_second" + rail1 + " 48500000"),
+            std::string::npos);
+  EXPECT_NE(text.find("mcdma_link_rail_last_resort{peer=\"host-b\",origin=\"config\",rail=\"0\","
+                      "name=\"link\"} 1"),
+            std::string::npos);
+}
+
 TEST(MetricFamilies, LinksHaveOneStateSeriesPerStateAndTheirCounters) {
   v1::LinksReply links;
   auto* l = links.add_links();

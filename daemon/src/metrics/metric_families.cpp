@@ -148,6 +148,36 @@ void AddBudgets(Families& f, const v1::Budgets& b) {
             static_cast<double>(b.auth_timed_out()));
 }
 
+// One series per rail of a link (docs/architecture.md §21), labelled by the
+// peer, which end dialed, and the rail's index and name.
+void AddRails(Families& f, const v1::LinkInfo& l) {
+  for (const v1::RailInfo& r : l.rails()) {
+    Labels by{{"peer", l.peer()},
+              {"origin", l.origin()},
+              {"rail", std::to_string(r.index())},
+              {"name", r.name()}};
+    f.Gauge("mcdma_link_rail_up", "1 while a rail of a link is up.", r.state() == "up" ? 1 : 0, by);
+    f.Gauge("mcdma_link_rail_last_resort",
+            "1 for rail 0 while other rails are up (it then carries nothing).",
+            r.last_resort() ? 1 : 0, by);
+    f.Counter("mcdma_link_rail_sent_bytes_total",
+              "Message and one-sided bytes posted on a rail (this rail connection's life).",
+              static_cast<double>(r.bytes_sent()), by);
+    f.Counter("mcdma_link_rail_slices_total", "One-sided slices completed on a rail.",
+              static_cast<double>(r.slices()), by);
+    f.Counter("mcdma_link_rail_slices_reissued_total",
+              "Slices of a rail reissued on other rails after it failed.",
+              static_cast<double>(r.slices_reissued()), by);
+    f.Counter("mcdma_link_rail_downs_total", "Times a rail went down.",
+              static_cast<double>(r.downs()), by);
+    f.Gauge("mcdma_link_rail_inflight_bytes", "One-sided bytes posted on a rail and not completed.",
+            static_cast<double>(r.inflight_bytes()), by);
+    f.Gauge("mcdma_link_rail_throughput_bytes_per_second",
+            "Measured one-sided throughput of a rail while busy (0 until measured).",
+            r.throughput_mbps() * 1e6, by);
+  }
+}
+
 void AddLinks(Families& f, const v1::LinksReply& links) {
   for (const v1::LinkInfo& l : links.links()) {
     Labels by{{"peer", l.peer()}};
@@ -176,6 +206,7 @@ void AddLinks(Families& f, const v1::LinksReply& links) {
               static_cast<double>(c.ops_failed()), by);
     f.Counter("mcdma_link_heartbeats_missed_total", "Heartbeats that failed or went unanswered.",
               static_cast<double>(c.heartbeats_missed()), by);
+    AddRails(f, l);
   }
 }
 
