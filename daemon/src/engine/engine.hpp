@@ -199,6 +199,10 @@ class Engine {
   // Takes rail `index` of `link_id` out (its interface went down): its
   // unfinished slices and unacknowledged messages go to the other rails.
   void TakeRailDown(uint64_t link_id, uint32_t index, const std::string& why);
+  // Takes out every rail with work posted and nothing completed for
+  // `stalled_after` while another rail of its link is up (a path that
+  // broke without its interface going down). Returns how many.
+  size_t TakeStalledRailsDown(std::chrono::milliseconds stalled_after);
   // Called (on the engine thread) when a rail of a live link went down.
   void SetRailDownHandler(
       std::function<void(uint64_t link_id, uint32_t index, const std::string& why)> fn) {
@@ -320,7 +324,12 @@ class Engine {
   Status SetUpRail(Rail& r, uint32_t peer_slot_bytes);
   void FailRail(EngineLink& l, Rail& r, Code code, const std::string& why);
   // Drops the failed rails of `l`; the link fails when none is left up.
+  // Each dropped rail is reported to on_rail_down_ (which takes the link
+  // manager's lock: never called from AddRail, which runs under it).
   void DropFailedRails(EngineLink& l);
+  // Takes a failed rail out: its slices and unacknowledged messages go to
+  // the other rails, its connection is reset.
+  void RetireRail(EngineLink& l, Rail& r);
   // The rail messages go on now; nullptr when none is up.
   Rail* MessageRail(EngineLink& l);
   // The rail for the next slice of `op` (bytes long); nullptr when every

@@ -143,6 +143,7 @@ bool Engine::PostFragments(EngineLink& l, Rail& r, EngineLink::Outgoing& m) {
     if (r.free_send.empty()) return false;
     uint32_t slot = r.free_send.back();
     uint32_t n = std::min(r.payload_per_fragment(), total - m.sent);
+    if (r.transfers == 0 && r.sends_in_flight() == 0) r.last_progress = Clock::now();
     link_wire::Header h = m.header;
     h.frag_off = m.sent;
     h.ack = l.delivered;
@@ -270,6 +271,7 @@ bool Engine::ProgressLinks() {
 bool Engine::ProgressRail(EngineLink& l, Rail& r) {
   driver::WorkCompletion wcs[kLinkPollBatch];
   size_t n = r.conn->Poll(wcs);
+  if (n > 0) r.last_progress = Clock::now();
   for (size_t i = 0; i < n && !l.failed && !r.failed; ++i) {
     const driver::WorkCompletion& wc = wcs[i];
     if (wc.op == driver::WorkOp::kRead || wc.op == driver::WorkOp::kWrite) {

@@ -77,9 +77,11 @@ Status Engine::AddRail(uint64_t link_id, const RailSpec& spec,
   if (l->rails.size() <= spec.index) l->rails.resize(spec.index + 1);
   std::unique_ptr<Rail>& slot = l->rails[spec.index];
   if (slot != nullptr && slot->conn != nullptr) {
-    // A rail that came back before we saw it go: the old connection is dead.
+    // A rail that came back before we saw it go: the old connection is
+    // dead. Retired here without telling the link manager, which is
+    // installing the new one.
     FailRail(*l, *slot, Code::kLinkDown, "replaced by a new connection of the rail");
-    DropFailedRails(*l);
+    RetireRail(*l, *slot);
   }
   auto r = std::make_unique<Rail>();
   if (slot != nullptr) {
@@ -109,6 +111,30 @@ void Engine::TakeRailDown(uint64_t link_id, uint32_t index, const std::string& w
   link_pending_.store(true);
 }
 
+size_t Engine::TakeStalledRailsDown(std::chrono::milliseconds stalled_after) {
+  size_t n = 0;
+  const Clock::time_point now = Clock::now();
+  for (auto& [id, lp] : links_) {
+    EngineLink& l = *lp;
+    for (auto& r : l.rails) {
+      if (r == nullptr || !r->up() || (r->transfers == 0 && r->sends_in_flight() == 0)) continue;
+      if (now - r->last_progress < stalled_after) continue;
+      bool others = false;
+      for (const auto& o : l.rails) others |= o != nullptr && o != r && o->up();
+      if (!others) continue;  // the link's heartbeats judge its last rail
+      FailRail(l, *r, Code::kLinkDown,
+               "no completion for " +
+                   std::to_string(
+                       std::chrono::duration_cast<std::chrono::milliseconds>(now - r->last_progress)
+                           .count()) +
+                   " ms with work posted");
+      ++n;
+    }
+  }
+  if (n > 0) link_pending_.store(true);
+  return n;
+}
+
 void Engine::FailRail(EngineLink& l, Rail& r, Code code, const std::string& why) {
   (void)l;
   if (r.failed) return;
@@ -130,48 +156,57 @@ void Engine::DropFailedRails(EngineLink& l) {
       return;
     }
     const std::string why = r->fail_reason;
-    r->conn->Abandon();
-    uint64_t reissued = transfers_.RailGone(l.id, static_cast<uint32_t>(i));
-    r->stats.slices_reissued += reissued;
-    if (r->carried_messages) {
-      // What it carried may be lost: everything unacknowledged goes again,
-      // after a message another rail is in the middle of.
-      auto at = l.backlog.begin();
-      if (at != l.backlog.end() && at->started) {
-        if (l.message_rail == static_cast<int>(i)) {
-          at->sent = 0;
-          at->started = false;
-        } else {
-          ++at;
-        }
-      }
-      l.resent += l.unacked.size();
-      for (auto& m : l.unacked) l.backlog_bytes += m.payload.size();
-      l.backlog.insert(at, std::make_move_iterator(l.unacked.begin()),
-                       std::make_move_iterator(l.unacked.end()));
-      l.unacked.clear();
-      l.unacked_bytes = 0;
-      for (auto& other : l.rails)
-        if (other != nullptr) other->carried_messages = false;
-    }
-    if (l.message_rail == static_cast<int>(i)) l.message_rail = -1;
-    spdlog::get("engine")->warn(
-        "link {} to '{}': rail {} down ({}); {} slices reissued, {} messages sent again", l.id,
-        l.spec.peer, i, why, reissued, l.resent);
-    ++r->stats.downs;
-    r->last_error = why;
-    r->free_send.clear();
-    r->incoming = Reassembler{};
-    r->transfers = 0;
-    r->inflight_bytes = 0;
-    r->rate_bps = 0;
-    r->window_bytes = 0;
-    r->conn.reset();
-    r->region.reset();
-    r->memory.reset();
-    r->failed = false;
+    RetireRail(l, *r);
     if (on_rail_down_) on_rail_down_(l.id, static_cast<uint32_t>(i), why);
   }
+}
+
+void Engine::RetireRail(EngineLink& l, Rail& rail) {
+  Rail* r = &rail;
+  const size_t i = r->spec.index;
+  const std::string why = r->fail_reason;
+  r->conn->Abandon();
+  uint64_t reissued = transfers_.RailGone(l.id, static_cast<uint32_t>(i));
+  r->stats.slices_reissued += reissued;
+  uint64_t resent = 0;
+  if (r->carried_messages) {
+    // What it carried may be lost: everything unacknowledged goes again,
+    // after a message another rail is in the middle of.
+    auto at = l.backlog.begin();
+    if (at != l.backlog.end() && at->started) {
+      if (l.message_rail == static_cast<int>(i)) {
+        at->sent = 0;
+        at->started = false;
+      } else {
+        ++at;
+      }
+    }
+    resent = l.unacked.size();
+    l.resent += resent;
+    for (auto& m : l.unacked) l.backlog_bytes += m.payload.size();
+    l.backlog.insert(at, std::make_move_iterator(l.unacked.begin()),
+                     std::make_move_iterator(l.unacked.end()));
+    l.unacked.clear();
+    l.unacked_bytes = 0;
+    for (auto& other : l.rails)
+      if (other != nullptr) other->carried_messages = false;
+  }
+  if (l.message_rail == static_cast<int>(i)) l.message_rail = -1;
+  spdlog::get("engine")->warn(
+      "link {} to '{}': rail {} down ({}); {} slices reissued, {} messages sent again", l.id,
+      l.spec.peer, i, why, reissued, resent);
+  ++r->stats.downs;
+  r->last_error = why;
+  r->free_send.clear();
+  r->incoming = Reassembler{};
+  r->transfers = 0;
+  r->inflight_bytes = 0;
+  r->rate_bps = 0;
+  r->window_bytes = 0;
+  r->conn.reset();
+  r->region.reset();
+  r->memory.reset();
+  r->failed = false;
 }
 
 Rail* Engine::MessageRail(EngineLink& l) {
@@ -236,6 +271,7 @@ Rail* Engine::PickRail(EngineLink& l, const TransferOp& op, uint64_t bytes) {
 }
 
 void NoteRailBusy(Rail& r) {
+  if (r.transfers == 0 && r.sends_in_flight() == 0) r.last_progress = Clock::now();
   if (r.inflight_bytes == 0 && r.window_bytes == 0) r.window_start = Clock::now();
 }
 

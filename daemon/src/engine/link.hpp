@@ -167,7 +167,10 @@ struct Rail {
   double rate_bps = 0;
   Clock::time_point window_start{};
   uint64_t window_bytes = 0;
-  uint64_t striped_bytes = 0;     // slices posted here, for the share
+  uint64_t striped_bytes = 0;  // slices posted here, for the share
+  // The last completion, or the first post after the rail was idle: a rail
+  // with work posted and nothing completed for long has stalled.
+  Clock::time_point last_progress = Clock::now();
   bool carried_messages = false;  // since the link's last resend
   RailStats stats;
 

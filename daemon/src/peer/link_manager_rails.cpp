@@ -239,6 +239,12 @@ void LinkManager::RailWatchLoop() {
         }
       }
     }
+    // A rail whose path broke elsewhere (its interface still runs) shows
+    // as work that does not complete.
+    if (!down.empty()) {
+      const auto stalled_after = std::chrono::milliseconds(options_.link_timeout_ms);
+      (void)engine_.Run([&] { return engine_.TakeStalledRailsDown(stalled_after); });
+    }
     for (const auto& rail : down) {
       Status st = InterfaceRuns(std::get<2>(rail));
       if (st.ok()) continue;
