@@ -36,6 +36,7 @@ using conformance::kWait;
 using conformance::Link;
 using conformance::Pattern;
 using conformance::Register;
+using conformance::TransportConformance;
 using conformance::WaitFor;
 using conformance::WaitOne;
 using std::chrono::milliseconds;
@@ -55,6 +56,44 @@ TcpOptions RailOptions(std::vector<std::string> rails) {
 }
 
 TcpDevice& AsTcp(Device& device) { return dynamic_cast<TcpDevice&>(device); }
+
+// The conformance suite over rail connections: every connection of the
+// rig is made by CreateEndpointOn on both ends, so a rail's connection
+// keeps every rule a link's own does (the suite runs per rail).
+class TcpRailFactory final : public conformance::TransportFactory {
+ public:
+  std::string Name() const override { return "tcp_rail"; }
+  Caps DefaultCaps() const override { return DefaultTcpCaps(); }
+  Result<std::unique_ptr<Device>> MakeDevice(const Caps* caps) override {
+    TcpOptions options = LocalOptions(caps);
+    options.rail_addresses = {kRailOnLoForSuite};
+    return CreateTcpDevice(options);
+  }
+  bool OneDevice() const override { return false; }
+  Link Connect(Device& a, Device& b) override {
+    auto ea = AsTcp(a).CreateEndpointOn(kRailOnLoForSuite, std::chrono::milliseconds(5000));
+    auto eb = AsTcp(b).CreateEndpointOn(kRailOnLoForSuite, std::chrono::milliseconds(5000));
+    EXPECT_TRUE(ea.ok() && eb.ok());
+    if (!ea.ok() || !eb.ok()) return {};
+    std::string info_a = (*ea)->LocalInfo();
+    std::string info_b = (*eb)->LocalInfo();
+    Result<std::unique_ptr<Connection>> cb = Status(Code::kInternal, "not run");
+    std::thread other([&] { cb = (*eb)->Connect(info_a); });
+    auto ca = (*ea)->Connect(info_b);
+    other.join();
+    EXPECT_TRUE(ca.ok()) << ca.status().ToString();
+    EXPECT_TRUE(cb.ok()) << cb.status().ToString();
+    if (!ca.ok() || !cb.ok()) return {};
+    return Link{std::move(ca).value(), std::move(cb).value()};
+  }
+
+ private:
+  static constexpr char kRailOnLoForSuite[] = "127.0.0.1";
+};
+
+INSTANTIATE_TEST_SUITE_P(TcpRail, TransportConformance,
+                         ::testing::Values(std::make_shared<TcpRailFactory>()),
+                         conformance::FactoryName);
 
 // Connects a rail endpoint of `a` with one of `b`, both on `address`; B's
 // Connect runs on a thread of its own (tcp's Connect waits for the peer).
