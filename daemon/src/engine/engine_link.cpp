@@ -196,7 +196,7 @@ bool Engine::PumpBacklog(EngineLink& l) {
     const bool sequenced = m.header.seq != 0;
     if (!m.started) {
       // A message sent again that the peer has acknowledged meanwhile.
-      if (sequenced && !l.unacked.empty() && m.header.seq < l.unacked.front().header.seq) {
+      if (sequenced && m.header.seq <= l.acked) {
         l.backlog_bytes -= m.payload.size();
         l.backlog.pop_front();
         continue;
@@ -218,7 +218,8 @@ bool Engine::PumpBacklog(EngineLink& l) {
       l.unacked_bytes += m.payload.size();
       m.sent = 0;
       m.started = false;
-      l.unacked.push_back(std::move(m));
+      const uint64_t seq = m.header.seq;
+      l.unacked.emplace(seq, std::move(m));
     }
     l.backlog.pop_front();
   }
@@ -317,9 +318,10 @@ void Engine::ProcessAck(EngineLink& l, uint64_t ack) {
                  ", but only " + std::to_string(l.next_seq - 1) + " were sent");
     return;
   }
-  while (!l.unacked.empty() && l.unacked.front().header.seq <= ack) {
-    l.unacked_bytes -= l.unacked.front().payload.size();
-    l.unacked.pop_front();
+  l.acked = std::max(l.acked, ack);
+  while (!l.unacked.empty() && l.unacked.begin()->first <= ack) {
+    l.unacked_bytes -= l.unacked.begin()->second.payload.size();
+    l.unacked.erase(l.unacked.begin());
   }
 }
 

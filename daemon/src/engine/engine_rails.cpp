@@ -183,9 +183,14 @@ void Engine::RetireRail(EngineLink& l, Rail& rail) {
     }
     resent = l.unacked.size();
     l.resent += resent;
-    for (auto& m : l.unacked) l.backlog_bytes += m.payload.size();
-    l.backlog.insert(at, std::make_move_iterator(l.unacked.begin()),
-                     std::make_move_iterator(l.unacked.end()));
+    std::vector<EngineLink::Outgoing> again;
+    again.reserve(l.unacked.size());
+    for (auto& [seq, m] : l.unacked) {
+      l.backlog_bytes += m.payload.size();
+      again.push_back(std::move(m));
+    }
+    l.backlog.insert(at, std::make_move_iterator(again.begin()),
+                     std::make_move_iterator(again.end()));
     l.unacked.clear();
     l.unacked_bytes = 0;
     for (auto& other : l.rails)

@@ -213,8 +213,9 @@ struct EngineLink {
   uint64_t backlog_bytes = 0;
   // Posted and not yet acknowledged by the peer, in sequence order: sent
   // again on another rail when the rail that carried them fails.
-  std::deque<Outgoing> unacked;
+  std::map<uint64_t, Outgoing> unacked;  // by sequence number
   uint64_t unacked_bytes = 0;
+  uint64_t acked = 0;     // the peer's latest cumulative ack
   uint64_t next_seq = 1;  // of the next message we send
 
   // Receiving: every message up to `delivered` was dispatched; later ones
