@@ -325,6 +325,10 @@ CommandResult TwoHostsBase::HostsSh(const std::string& cmd) {
   return hosts_->Script(cmd);
 }
 
+std::string TwoHostsBase::netns_prefix() const {
+  return hosts_ && hosts_->netns() ? hosts_->prefix() : "";
+}
+
 std::string TwoHostsBase::Describe() const {
   std::string out;
   for (const Host* h : {&a_, &b_}) {

@@ -137,6 +137,9 @@ class TwoHostsBase : public ::testing::Test {
   CommandResult Ctl(Host& h, const std::vector<std::string>& args, Millis timeout = Millis(15000));
   // tests/netns/hosts.sh CMD PREFIX (netns variant only).
   CommandResult HostsSh(const std::string& cmd);
+  // The namespaces' PREFIX (netns variant; "" otherwise), for hosts.sh
+  // commands that take more arguments (rails PREFIX COUNT RATE).
+  std::string netns_prefix() const;
 
   // Both daemon logs (tails) and every app's output, for failure messages.
   std::string Describe() const;

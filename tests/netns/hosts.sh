@@ -106,6 +106,19 @@ case "$cmd" in
       done
       echo "10.$((240 + k)).$n.1 10.$((240 + k)).$n.2"
     done
+    # A new veth reports carrier at once but "running" (operstate up) only
+    # a moment later; daemons watching their rails must not see it down.
+    for (( i = 0; i < 100; i++ )); do
+      down=0
+      for (( k = 1; k <= count; k++ )); do
+        for x in a b; do
+          state=$(ip netns exec "$prefix-$x" cat "/sys/class/net/r$n-$k-$x/operstate")
+          [[ $state == up ]] || down=1
+        done
+      done
+      (( down == 0 )) && break
+      sleep 0.05
+    done
     ;;
   cut-rail|restore-rail)
     k=${3:?usage: hosts.sh $cmd PREFIX K}

@@ -18,6 +18,7 @@ namespace {
 // rail busy, few enough that a failed rail's share is quickly reissued.
 constexpr uint64_t kMinRailInflightBytes = 4ULL << 20;
 constexpr uint64_t kRailInflightSlices = 8;
+constexpr uint64_t kMessageRailSlices = 2;
 // Smoothing of a rail's throughput samples.
 constexpr double kRateWeight = 0.2;
 constexpr double kRateWindowSeconds = 0.020;
@@ -238,8 +239,15 @@ Rail* Engine::PickRail(EngineLink& l, const TransferOp& op, uint64_t bytes) {
     if (!r.up() || r.spec.transport != want) return false;
     return r.spec.index != 0 || !other;
   };
+  uint32_t stripers = 0;
+  for (const auto& r : l.rails) stripers += r != nullptr && eligible(*r) ? 1 : 0;
   auto room = [&](const Rail& r) {
     uint64_t most = std::max(kMinRailInflightBytes, kRailInflightSlices * options_.slice_bytes);
+    // The rail that carries calls keeps its queue short while others can
+    // take the bulk: a call waits behind at most two slices, not a rail's
+    // whole share of a transfer.
+    if (stripers > 1 && static_cast<int>(r.spec.index) == l.message_rail)
+      most = kMessageRailSlices * options_.slice_bytes;
     return r.transfers + r.sends_in_flight() < r.conn->caps().max_outstanding &&
            (r.inflight_bytes == 0 || r.inflight_bytes + bytes <= most);
   };

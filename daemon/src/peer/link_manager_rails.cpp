@@ -7,6 +7,7 @@
 // failed rail carried.
 #include <spdlog/spdlog.h>
 
+#include <future>
 #include <set>
 #include <tuple>
 
@@ -61,25 +62,44 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
       MutexLock lock(mu_);
       if (stopping_ || e->removed || e->link_lost || e->link_id != link_id) return;
     }
+    // The pairs due for a probe whose interface runs. A rail whose
+    // interface is down is not probed, and that is no failed probe: it is
+    // probed at the first look after its interface comes back.
+    std::vector<const RailPair*> due;
+    auto now = std::chrono::steady_clock::now();
     for (const RailPair& p : plan) {
-      auto now = std::chrono::steady_clock::now();
       {
         MutexLock lock(mu_);
         if (stopping_ || e->link_lost || e->link_id != link_id) return;
         const Entry::RailTry& t = e->rails[p.index];
         if (t.up || now < t.retry_at) continue;
       }
-      // A rail whose interface is down is not worth a probe.
-      Status st = InterfaceRuns(p.dialer.address());
-      if (st.ok()) st = ProbeRail(e, *ch, p, generation, link_id);
+      Status runs = InterfaceRuns(p.dialer.address());
+      if (!runs.ok()) {
+        MutexLock lock(mu_);
+        e->rails[p.index].last_error = runs.message();
+        continue;
+      }
+      due.push_back(&p);
+    }
+    // Probes run side by side: a pair that does not meet costs its probe
+    // time without holding up the others.
+    std::vector<std::future<Status>> probes;
+    probes.reserve(due.size());
+    for (const RailPair* p : due) {
+      probes.push_back(std::async(std::launch::async, [this, e, &ch, p, generation, link_id] {
+        return ProbeRail(e, *ch, *p, generation, link_id);
+      }));
+    }
+    for (size_t i = 0; i < due.size(); ++i) {
+      const RailPair& p = *due[i];
+      Status st = probes[i].get();
       MutexLock lock(mu_);
       Entry::RailTry& t = e->rails[p.index];
       if (st.ok()) {
-        t.up = true;
+        // ProbeRail marked it up in the step that installed it; it may
+        // have gone down again since (then OnEngineRailDown said so).
         t.fails = 0;
-        t.last_error.clear();
-        log->info("link to '{}': rail {} up ({} > {})", e->config.name, p.index, p.dialer.name(),
-                  p.callee.name());
       } else if (!t.up) {
         if (t.fails == 0)
           log->info("link to '{}': rail {} ({} > {}) not up: {}", e->config.name, p.index,
@@ -123,7 +143,11 @@ Status LinkManager::ProbeRail(Entry* e, PeerChannel& ch, const RailPair& pair, u
     MutexLock lock(mu_);
     if (e->link_id != link_id) return Status(Code::kLinkDown, "the link went down meanwhile");
     MCDMA_RETURN_IF_ERROR(engine_.AddRail(link_id, spec, std::move(conn).value()));
-    e->rails[pair.index].up = true;
+    Entry::RailTry& t = e->rails[pair.index];
+    t.up = true;
+    t.last_error.clear();
+    spdlog::get("peer")->info("link to '{}': rail {} up ({} > {})", e->config.name, pair.index,
+                              pair.dialer.name(), pair.callee.name());
     return Status::Ok();
   });
   if (!added) return Status(Code::kUnavailable, "the engine has stopped");
