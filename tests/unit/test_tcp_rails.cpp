@@ -71,20 +71,9 @@ class TcpRailFactory final : public conformance::TransportFactory {
   }
   bool OneDevice() const override { return false; }
   Link Connect(Device& a, Device& b) override {
-    auto ea = AsTcp(a).CreateEndpointOn(kRailOnLoForSuite, std::chrono::milliseconds(5000));
-    auto eb = AsTcp(b).CreateEndpointOn(kRailOnLoForSuite, std::chrono::milliseconds(5000));
-    EXPECT_TRUE(ea.ok() && eb.ok());
-    if (!ea.ok() || !eb.ok()) return {};
-    std::string info_a = (*ea)->LocalInfo();
-    std::string info_b = (*eb)->LocalInfo();
-    Result<std::unique_ptr<Connection>> cb = Status(Code::kInternal, "not run");
-    std::thread other([&] { cb = (*eb)->Connect(info_a); });
-    auto ca = (*ea)->Connect(info_b);
-    other.join();
-    EXPECT_TRUE(ca.ok()) << ca.status().ToString();
-    EXPECT_TRUE(cb.ok()) << cb.status().ToString();
-    if (!ca.ok() || !cb.ok()) return {};
-    return Link{std::move(ca).value(), std::move(cb).value()};
+    return conformance::ConnectEndpoints(
+        AsTcp(a).CreateEndpointOn(kRailOnLoForSuite, std::chrono::milliseconds(5000)),
+        AsTcp(b).CreateEndpointOn(kRailOnLoForSuite, std::chrono::milliseconds(5000)));
   }
 
  private:
@@ -98,21 +87,8 @@ INSTANTIATE_TEST_SUITE_P(TcpRail, TransportConformance,
 // Connects a rail endpoint of `a` with one of `b`, both on `address`; B's
 // Connect runs on a thread of its own (tcp's Connect waits for the peer).
 Link ConnectOnRail(Device& a, Device& b, const std::string& address) {
-  auto ea = AsTcp(a).CreateEndpointOn(address, kRailConnectTimeout);
-  auto eb = AsTcp(b).CreateEndpointOn(address, kRailConnectTimeout);
-  EXPECT_TRUE(ea.ok()) << ea.status().ToString();
-  EXPECT_TRUE(eb.ok()) << eb.status().ToString();
-  if (!ea.ok() || !eb.ok()) return {};
-  std::string info_a = (*ea)->LocalInfo();
-  std::string info_b = (*eb)->LocalInfo();
-  Result<std::unique_ptr<Connection>> cb = Status(Code::kInternal, "not run");
-  std::thread other([&] { cb = (*eb)->Connect(info_a); });
-  auto ca = (*ea)->Connect(info_b);
-  other.join();
-  EXPECT_TRUE(ca.ok()) << ca.status().ToString();
-  EXPECT_TRUE(cb.ok()) << cb.status().ToString();
-  if (!ca.ok() || !cb.ok()) return {};
-  return Link{std::move(ca).value(), std::move(cb).value()};
+  return conformance::ConnectEndpoints(AsTcp(a).CreateEndpointOn(address, kRailConnectTimeout),
+                                       AsTcp(b).CreateEndpointOn(address, kRailConnectTimeout));
 }
 
 // A blocking IPv4 socket: listening on ip (any port) when `listen_on`,

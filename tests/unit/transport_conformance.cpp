@@ -31,9 +31,12 @@ Link ConnectInTurn(Device& a, Device& b) {
 }
 
 Link ConnectTogether(Device& a, Device& b) {
-  auto ea = a.CreateEndpoint();
-  auto eb = b.CreateEndpoint();
-  EXPECT_TRUE(ea.ok() && eb.ok());
+  return ConnectEndpoints(a.CreateEndpoint(), b.CreateEndpoint());
+}
+
+Link ConnectEndpoints(Result<std::unique_ptr<Endpoint>> ea, Result<std::unique_ptr<Endpoint>> eb) {
+  EXPECT_TRUE(ea.ok()) << ea.status().ToString();
+  EXPECT_TRUE(eb.ok()) << eb.status().ToString();
   if (!ea.ok() || !eb.ok()) return {};
   std::string info_a = (*ea)->LocalInfo();
   std::string info_b = (*eb)->LocalInfo();

@@ -83,6 +83,10 @@ Link ConnectInTurn(Device& a, Device& b);
 // Connect for transports whose Connect blocks until the peer's runs (tcp):
 // B's on a thread of its own.
 Link ConnectTogether(Device& a, Device& b);
+// Connects two endpoints made for each other: B's Connect runs on a thread
+// of its own (a transport's Connect may wait for the peer). Consumes both;
+// an empty Link (and a failure) when either is not ok or does not connect.
+Link ConnectEndpoints(Result<std::unique_ptr<Endpoint>> ea, Result<std::unique_ptr<Endpoint>> eb);
 
 // Test data: bytes that differ from their neighbours and across 4 KiB pages.
 std::vector<uint8_t> Pattern(size_t n, uint8_t seed);

@@ -28,6 +28,17 @@ Status InterfaceRuns(const std::string& address) {
   if (!*running) return Status(Code::kLinkDown, "interface " + *ifname + " is down");
   return Status::Ok();
 }
+// The engine's view of a pair, from the end that is the dialer or not.
+RailSpec SpecOf(const RailPair& pair, bool dialer, uint32_t peer_slot_bytes) {
+  RailSpec spec;
+  spec.index = pair.index;
+  spec.local = dialer ? pair.dialer.name() : pair.callee.name();
+  spec.remote = dialer ? pair.callee.name() : pair.dialer.name();
+  spec.transport = Transport::kTcp;
+  spec.profile = "tcp";
+  spec.peer_slot_bytes = peer_slot_bytes;
+  return spec;
+}
 }  // namespace
 
 RailOffer LinkManager::AcceptRails(const std::string& peer, const RailOffer& offered) const {
@@ -132,13 +143,7 @@ Status LinkManager::ProbeRail(Entry* e, PeerChannel& ch, const RailPair& pair, u
   MCDMA_ASSIGN_OR_RETURN(v1::PeerAddRailReply rep, ch.AddRail(req, rpc_timeout_));
   auto conn = endpoint->Connect(rep.endpoint_info());
   if (!conn.ok()) return Status(conn.status().code(), "probe: " + conn.status().message());
-  RailSpec spec;
-  spec.index = pair.index;
-  spec.local = pair.dialer.name();
-  spec.remote = pair.callee.name();
-  spec.transport = Transport::kTcp;
-  spec.profile = "tcp";
-  spec.peer_slot_bytes = rep.slot_bytes();
+  RailSpec spec = SpecOf(pair, /*dialer=*/true, rep.slot_bytes());
   auto added = engine_.Run([&]() -> Status {
     MutexLock lock(mu_);
     if (e->link_id != link_id) return Status(Code::kLinkDown, "the link went down meanwhile");
@@ -183,13 +188,7 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
   v1::PeerAddRailReply rep;
   rep.set_endpoint_info(endpoint->LocalInfo());
   rep.set_slot_bytes(options_.link_slot_bytes);
-  RailSpec spec;
-  spec.index = pair.index;
-  spec.local = pair.callee.name();
-  spec.remote = pair.dialer.name();
-  spec.transport = Transport::kTcp;
-  spec.profile = "tcp";
-  spec.peer_slot_bytes = req.slot_bytes();
+  RailSpec spec = SpecOf(pair, /*dialer=*/false, req.slot_bytes());
   std::string remote = req.endpoint_info();
   std::string local_address = pair.callee.address();
   MutexLock lock(mu_);
