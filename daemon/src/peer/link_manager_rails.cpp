@@ -189,8 +189,8 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
   rep.set_endpoint_info(endpoint->LocalInfo());
   rep.set_slot_bytes(options_.link_slot_bytes);
   RailSpec spec = SpecOf(pair, /*dialer=*/false, req.slot_bytes());
-  std::string remote = req.endpoint_info();
-  std::string local_address = pair.callee.address();
+  const std::string& remote = req.endpoint_info();
+  const std::string& local_address = pair.callee.address();
   MutexLock lock(mu_);
   if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
   JoinFinishedConnectors();
