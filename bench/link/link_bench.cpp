@@ -4,9 +4,10 @@
 // namespaces in one run. See bench/README.md.
 //
 // The same binary is every process of the run: without a subcommand it is
-// the orchestrator; `child --role R` (hidden) is one endpoint, started by
-// the orchestrator under `ip netns exec`. Exit codes: 0 every mechanism
-// ran (targets met or not), 1 a mechanism failed, 2 usage.
+// the orchestrator; `rails` is the rails mode (link_rails.hpp); `child
+// --role R` (hidden) is one endpoint, started by the orchestrator under
+// `ip netns exec`. Exit codes: 0 every mechanism ran (targets met or not),
+// 1 a mechanism failed, 2 usage; `rails` also 77: no namespaces here.
 #include <CLI/CLI.hpp>
 #include <map>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "harness/endpoint.hpp"
 #include "harness/files.hpp"
 #include "link_cli.hpp"
+#include "link_rails.hpp"
 #include "link_runner.hpp"
 
 namespace mcdma::bench {
@@ -35,6 +37,9 @@ int RunChild(LinkRoleOptions& role) {
       {"zmq-client", RunZmqClient},
       {"tcp-bulk-server", RunTcpBulkServer},
       {"tcp-bulk-client", RunTcpBulkClient},
+      {"tcp-rails-server", RunTcpRailsServer},
+      {"tcp-rails-client", RunTcpRailsClient},
+      {"rails-cut-client", RunDaemonCutClient},
   });
   return RunLinkRole(role, "mcdma_bench_link", roles);
 }
@@ -58,6 +63,10 @@ int Main(int argc, char** argv) {
   app.add_option("--iperf3", options.iperf3, "iperf3 binary (default: iperf3 on PATH)");
   app.add_option("--hosts-script", options.hosts_script, "Network namespace script");
 
+  // `rails`: the link striped over 1..N rate-limited rails (link_rails.hpp).
+  RailsOptions rails_options;
+  CLI::App* rails = AddRailsCommand(app, rails_options);
+
   // The endpoint processes; not for people (hidden from --help).
   LinkRoleOptions role;
   CLI::App* child = AddLinkChild(app, role);
@@ -69,6 +78,7 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "mcdma_bench_link: %s\n", self.status().message().c_str());
     return 1;
   }
+  if (rails->parsed()) return RunRailsBench(rails_options, *self);
   LinkPlan plan = PlanFrom(options, *self);
   plan.iperf3_path = options.iperf3.empty() ? harness::FindInPath("iperf3") : options.iperf3;
   return RunLinkBench(options, plan);

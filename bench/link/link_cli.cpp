@@ -13,6 +13,8 @@ CLI::App* AddLinkChild(CLI::App& app, LinkRoleOptions& role) {
   child->add_option("--bulk-bytes", role.bulk_bytes);
   child->add_option("--op-bytes", role.op_bytes);
   child->add_option("--repeats", role.repeats);
+  child->add_option("--rails", role.rails)->delimiter(',');
+  child->add_option("--marker", role.marker);
   return child;
 }
 

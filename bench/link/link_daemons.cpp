@@ -56,6 +56,10 @@ Result<std::unique_ptr<DaemonPair>> DaemonPair::Start(const LinkPlan& plan,
       h.extra = {"--verbs-device",  h.verbs_device,    "--verbs-interface",
                  h.verbs_interface, "--verbs-profile", plan.verbs_profile};
     }
+    if (i < plan.host_rails.size()) {
+      for (const std::string& rail : plan.host_rails[i])
+        h.extra.insert(h.extra.end(), {"--rail", rail});
+    }
     h.extra.insert(h.extra.end(), plan.daemon_args.begin(), plan.daemon_args.end());
   }
   pair->a_.peers = {pair->b_.id + "=" + pair->b_.listen() + "," + plan.transport};
@@ -76,6 +80,16 @@ std::string DaemonPair::Exited() {
     if (!gone.empty()) return h->id + "'s " + gone;
   }
   return "";
+}
+
+Result<v1::LinksReply> DaemonPair::Links(const LinkPlan& plan, size_t host,
+                                         std::string* raw) const {
+  return harness::ReadLinks(plan.mcdmactl_path, host == 0 ? a_ : b_, raw);
+}
+
+pid_t DaemonPair::pid(size_t host) const {
+  const harness::DaemonHost& h = host == 0 ? a_ : b_;
+  return h.daemon ? h.daemon->pid() : -1;
 }
 
 std::string DaemonPair::LogTails(int lines) const {

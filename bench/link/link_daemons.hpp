@@ -15,6 +15,8 @@
 // Threading: the orchestrator's thread only.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,6 +43,10 @@ class DaemonPair {
   // "link host-a -> host-b up after 0.6 s (transport tcp)", or why the
   // link state could not be read.
   const std::string& note() const { return note_; }
+  // `mcdmactl links --json` of host 0 (A) or 1 (B), parsed; `raw` gets the text.
+  Result<v1::LinksReply> Links(const LinkPlan& plan, size_t host, std::string* raw = nullptr) const;
+  // The daemon process of host 0 (A) or 1 (B); -1 when not running.
+  pid_t pid(size_t host) const;
   // The last `lines` lines of both logs, each prefixed with its host, for a
   // failure report.
   std::string LogTails(int lines) const;

@@ -26,6 +26,8 @@ struct LinkPlan {
   std::string daemon_log_level = "warn";     // both daemons' --log-level
   std::vector<std::string> daemon_args;      // extra flags for both daemons
   std::string daemon_log_dir;                // the daemons' logs; empty: the run's temp dir
+  // Per host (0: A, 1: B), its --rail addresses (rails mode); none: no rails.
+  std::vector<std::vector<std::string>> host_rails;
   // How the daemons link: the --peer suffix, and what `mcdmactl links`
   // must show once the link is up ("tcp" or "verbs"). With verbs, each
   // host's verbs_device/verbs_interface and this profile are passed on.

@@ -38,6 +38,12 @@ struct LinkRoleOptions : RoleOptions {
   uint64_t bulk_bytes = 0;  // bulk: bytes per transfer (and buffer size)
   uint64_t op_bytes = 0;    // daemon bulk: bytes per batched piece
   int repeats = 0;          // bulk: timed transfers per direction
+  // Raw TCP over rails (rails mode): the server's rail addresses
+  // ("10.241.5.2"), the client's pairs ("10.241.5.1>10.241.5.2"), in rail
+  // order; stream K binds and connects over rail K.
+  std::vector<std::string> rails;
+  // Daemon cut client (rails mode): created just before the timed WriteBatch.
+  std::string marker;
 };
 
 // The export the daemon bulk server offers.
@@ -76,6 +82,19 @@ int RunDaemonBulkServer(const LinkRoleOptions& options);
 // Resolves `peer`'s kBulkExport and times whole-buffer WriteBatch and
 // ReadBatch calls (pieces of op_bytes).
 int RunDaemonBulkClient(const LinkRoleOptions& options);
+
+// Rails mode (link_rails.hpp). Raw TCP, one stream per rail: the server
+// listens on kRailsTcpPort of every rail address it is given; the client
+// connects one stream per rail pair and moves bulk_bytes in equal parts,
+// all streams at once, A -> B then B -> A (MeasureBulk's rounds).
+inline constexpr uint16_t kRailsTcpPort = 5302;
+int RunTcpRailsServer(const LinkRoleOptions& options);
+int RunTcpRailsClient(const LinkRoleOptions& options);
+// Through the daemons, against RunDaemonBulkServer: one byte-verified
+// round (fill, WriteBatch, zero, ReadBatch, check) with `marker` created
+// just before the WriteBatch, so the orchestrator can cut a rail in the
+// middle of it. One sample per direction.
+int RunDaemonCutClient(const LinkRoleOptions& options);
 
 // Shared by the bulk clients: one untimed round, then `repeats` timed
 // rounds of: fill `local` with a pattern unique to the round, push();

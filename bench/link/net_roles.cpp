@@ -17,6 +17,7 @@
 #include "harness/latency.hpp"
 #include "harness/pair_runner.hpp"
 #include "link_roles.hpp"
+#include "net_util.hpp"
 #include "platform/socket.hpp"
 
 namespace mcdma::bench {
@@ -37,22 +38,6 @@ struct BulkHeader {
 };
 constexpr uint64_t kPush = 1;
 constexpr uint64_t kPull = 2;
-
-mcdma::Status SysError(const std::string& call) {
-  if (errno == EAGAIN || errno == EWOULDBLOCK) {
-    return mcdma::Status(mcdma::Code::kTimeout, call + ": peer did not answer within the deadline");
-  }
-  return mcdma::Status(mcdma::Code::kSystem, call + ": " + strerror(errno));
-}
-
-mcdma::Result<sockaddr_in> ParseAddress(const std::string& host, uint16_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1)
-    return mcdma::Status(mcdma::Code::kInvalid, "not an IPv4 address: " + host);
-  return sa;
-}
 
 // A listening socket on `host`, port chosen by the kernel.
 mcdma::Result<Fd> ListenTcp(const std::string& host, uint16_t* port) {
