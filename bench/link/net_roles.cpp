@@ -83,22 +83,6 @@ mcdma::Status SetNoDelay(int fd) {
   return mcdma::Status::Ok();
 }
 
-// Reads exactly `size` bytes; EOF before the first byte is kPeerGone.
-mcdma::Status RecvAll(int fd, std::byte* data, size_t size) {
-  size_t have = 0;
-  while (have < size) {
-    ssize_t n = recv(fd, data + have, size - have, MSG_WAITALL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return SysError("recv");
-    if (n == 0) {
-      return mcdma::Status(have == 0 ? mcdma::Code::kPeerGone : mcdma::Code::kInternal,
-                           "peer closed the connection");
-    }
-    have += static_cast<size_t>(n);
-  }
-  return mcdma::Status::Ok();
-}
-
 // Accepts the one client a server serves, with its socket set up.
 mcdma::Result<Fd> AcceptClient(const LinkRoleOptions& options, int listen_fd, bool nodelay) {
   MCDMA_ASSIGN_OR_RETURN(Fd conn,
