@@ -1,8 +1,9 @@
 // The two daemons of mcdma_bench_link and mcdma_bench_verbs: mcdma-rpcd on
 // host B (peer service listening, no --peer) and on host A (--peer
 // host-b=<B>,<plan.transport>), sharing a fresh fabric key, each in its
-// host's namespace (and on its RDMA device, for verbs), started by the
-// harness (harness/daemons.hpp). Start() returns once `mcdmactl links
+// host's namespace (and on its RDMA device, for verbs; with its
+// plan.host_rails as --rail, for the rails mode), started by the harness
+// (harness/daemons.hpp). Start() returns once `mcdmactl links
 // --json` on A shows the link to host-b "up" over plan.transport; a link
 // that comes up over another transport is an error, not a figure.
 //
