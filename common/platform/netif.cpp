@@ -68,18 +68,29 @@ bool Holds(const ifaddrs& entry, const IpLiteral& ip) {
   return ip.scope.empty() || ip.scope == entry.ifa_name;
 }
 
+bool UpWithCarrier(const ifaddrs& entry) {
+  constexpr unsigned kUpWithCarrier = IFF_UP | IFF_RUNNING;
+  return (entry.ifa_flags & kUpWithCarrier) == kUpWithCarrier;
+}
+
 }  // namespace
 
-Result<std::string> InterfaceOfAddress(const std::string& ip) {
+Result<InterfaceState> InterfaceHolding(const std::string& ip) {
   IpLiteral parsed;
   if (!ParseIp(ip, parsed)) {
     return Status(Code::kInvalid, "InterfaceOfAddress: '" + ip + "' is not an IP address");
   }
   MCDMA_ASSIGN_OR_RETURN(IfAddrsPtr list, ReadInterfaces("looking up " + ip));
+  // The entry of an address carries its interface's flags.
   for (const ifaddrs* entry = list.get(); entry != nullptr; entry = entry->ifa_next) {
-    if (Holds(*entry, parsed)) return std::string(entry->ifa_name);
+    if (Holds(*entry, parsed)) return InterfaceState{entry->ifa_name, UpWithCarrier(*entry)};
   }
   return Status(Code::kNotFound, "InterfaceOfAddress: no local interface holds " + ip);
+}
+
+Result<std::string> InterfaceOfAddress(const std::string& ip) {
+  MCDMA_ASSIGN_OR_RETURN(InterfaceState state, InterfaceHolding(ip));
+  return state.name;
 }
 
 Result<bool> InterfaceRunning(const std::string& ifname) {
@@ -87,9 +98,7 @@ Result<bool> InterfaceRunning(const std::string& ifname) {
   // An interface appears once per address (and once for its link layer,
   // even with no address); the flags are the interface's, so the first does.
   for (const ifaddrs* entry = list.get(); entry != nullptr; entry = entry->ifa_next) {
-    if (ifname != entry->ifa_name) continue;
-    constexpr unsigned kUpWithCarrier = IFF_UP | IFF_RUNNING;
-    return (entry->ifa_flags & kUpWithCarrier) == kUpWithCarrier;
+    if (ifname == entry->ifa_name) return UpWithCarrier(*entry);
   }
   return Status(Code::kNotFound, "InterfaceRunning: no interface named '" + ifname + "'");
 }

@@ -22,6 +22,15 @@ namespace mcdma::platform {
 // cannot be read.
 Result<std::string> InterfaceOfAddress(const std::string& ip);
 
+// The interface holding the IP literal `ip` and whether it is up with
+// carrier, from one read of the table (what watching a rail needs every
+// 100 ms). Errors as InterfaceOfAddress.
+struct InterfaceState {
+  std::string name;
+  bool running = false;  // IFF_UP and IFF_RUNNING
+};
+Result<InterfaceState> InterfaceHolding(const std::string& ip);
+
 // Whether the interface `ifname` is administratively up and has carrier
 // (IFF_UP and IFF_RUNNING). kNotFound (naming it) when there is no such
 // interface, kSystem when the table cannot be read.

@@ -6,14 +6,13 @@
 // dispatched them in is the order of its ECHO_REPLYs. Both ends are loop
 // connections (they progress when polled), so every step is deterministic.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/null_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "daemon.hpp"
 #include "driver/loop/loop_transport.hpp"
 #include "engine/engine.hpp"
 #include "engine/link_wire.hpp"
@@ -24,16 +23,6 @@ namespace {
 constexpr uint32_t kSlotBytes = 4096;
 constexpr uint32_t kPeerRecvs = 16;
 
-void QuietLogs() {
-  auto sink = std::make_shared<spdlog::sinks::null_sink_mt>();
-  for (const char* name : {"daemon", "engine", "control", "peer"}) {
-    if (spdlog::get(name)) continue;
-    auto logger = std::make_shared<spdlog::logger>(name, sink);
-    logger->set_level(spdlog::level::off);
-    spdlog::register_logger(logger);
-  }
-}
-
 struct Reply {
   link_wire::Header header;
   std::string payload;
@@ -42,7 +31,7 @@ struct Reply {
 class LinkSequence : public ::testing::Test {
  protected:
   void SetUp() override {
-    QuietLogs();
+    SetUpLogging("off");
     Options options;
     options.spin_budget_us = 0;
     options.link_recv_slots = 8;

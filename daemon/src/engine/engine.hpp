@@ -322,7 +322,6 @@ class Engine {
   // engine_rails.cpp
   // Slots, their registration and posted receives for a connected rail.
   Status SetUpRail(Rail& r, uint32_t peer_slot_bytes);
-  void FailRail(EngineLink& l, Rail& r, Code code, const std::string& why);
   // Drops the failed rails of `l`; the link fails when none is left up.
   // Each dropped rail is reported to on_rail_down_ (which takes the link
   // manager's lock: never called from AddRail, which runs under it).

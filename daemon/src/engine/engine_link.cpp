@@ -154,7 +154,7 @@ bool Engine::PostFragments(EngineLink& l, Rail& r, EngineLink::Outgoing& m) {
         {r.region.get(), uint64_t{slot} * r.slot_bytes, link_wire::kHeaderBytes + n});
     if (st.code() == Code::kBusy) return false;
     if (!st.ok()) {
-      FailRail(l, r, st.code(), "posting a send: " + st.message());
+      r.Fail(st.code(), "posting a send: " + st.message());
       return false;
     }
     r.free_send.pop_back();
@@ -280,7 +280,7 @@ bool Engine::ProgressRail(EngineLink& l, Rail& r) {
     } else if (wc.code != Code::kOk) {
       // Whatever the transport saw, the rail is unusable; the link lives on
       // while another rail is up.
-      FailRail(l, r, Code::kLinkDown, LinkFailureText(wc.code, wc.detail));
+      r.Fail(Code::kLinkDown, LinkFailureText(wc.code, wc.detail));
     } else if (wc.op == driver::WorkOp::kSend) {
       r.free_send.push_back(static_cast<uint32_t>(wc.wr_id & kRailSlotMask));
     } else {
@@ -289,7 +289,7 @@ bool Engine::ProgressRail(EngineLink& l, Rail& r) {
       if (l.failed || r.failed) break;
       Status st =
           r.conn->PostRecv(wc.wr_id, {r.region.get(), uint64_t{slot} * r.slot_bytes, r.slot_bytes});
-      if (!st.ok()) FailRail(l, r, st.code(), "re-posting a receive: " + st.message());
+      if (!st.ok()) r.Fail(st.code(), "re-posting a receive: " + st.message());
     }
   }
   return n > 0;

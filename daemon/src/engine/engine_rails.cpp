@@ -81,7 +81,7 @@ Status Engine::AddRail(uint64_t link_id, const RailSpec& spec,
     // A rail that came back before we saw it go: the old connection is
     // dead. Retired here without telling the link manager, which is
     // installing the new one.
-    FailRail(*l, *slot, Code::kLinkDown, "replaced by a new connection of the rail");
+    slot->Fail(Code::kLinkDown, "replaced by a new connection of the rail");
     RetireRail(*l, *slot);
   }
   auto r = std::make_unique<Rail>();
@@ -108,7 +108,7 @@ void Engine::TakeRailDown(uint64_t link_id, uint32_t index, const std::string& w
   if (l == nullptr) return;
   Rail* r = l->rail(index);
   if (r == nullptr || !r->up()) return;
-  FailRail(*l, *r, Code::kLinkDown, why);
+  r->Fail(Code::kLinkDown, why);
   link_pending_.store(true);
 }
 
@@ -120,15 +120,13 @@ size_t Engine::TakeStalledRailsDown(std::chrono::milliseconds stalled_after) {
     for (auto& r : l.rails) {
       if (r == nullptr || !r->up() || (r->transfers == 0 && r->sends_in_flight() == 0)) continue;
       if (now - r->last_progress < stalled_after) continue;
-      bool others = false;
-      for (const auto& o : l.rails) others |= o != nullptr && o != r && o->up();
-      if (!others) continue;  // the link's heartbeats judge its last rail
-      FailRail(l, *r, Code::kLinkDown,
-               "no completion for " +
-                   std::to_string(
-                       std::chrono::duration_cast<std::chrono::milliseconds>(now - r->last_progress)
-                           .count()) +
-                   " ms with work posted");
+      if (!l.other_than(*r)) continue;  // the link's heartbeats judge its last rail
+      r->Fail(Code::kLinkDown,
+              "no completion for " +
+                  std::to_string(
+                      std::chrono::duration_cast<std::chrono::milliseconds>(now - r->last_progress)
+                          .count()) +
+                  " ms with work posted");
       ++n;
     }
   }
@@ -136,46 +134,33 @@ size_t Engine::TakeStalledRailsDown(std::chrono::milliseconds stalled_after) {
   return n;
 }
 
-void Engine::FailRail(EngineLink& l, Rail& r, Code code, const std::string& why) {
-  (void)l;
-  if (r.failed) return;
-  r.failed = true;
-  r.fail_code = code;
-  r.fail_reason = why;
-}
-
 void Engine::DropFailedRails(EngineLink& l) {
   for (size_t i = 0; i < l.rails.size() && !l.failed; ++i) {
     Rail* r = l.rails[i].get();
     if (r == nullptr || !r->failed || r->conn == nullptr) continue;
-    bool others = false;
-    for (size_t j = 0; j < l.rails.size(); ++j)
-      others |= j != i && l.rails[j] != nullptr && l.rails[j]->up();
-    if (!others) {
+    if (!l.other_than(*r)) {
       // The last rail: the link is down, as a link of one connection is.
       FailLink(l, r->fail_code, r->fail_reason);
       return;
     }
-    const std::string why = r->fail_reason;
     RetireRail(l, *r);
-    if (on_rail_down_) on_rail_down_(l.id, static_cast<uint32_t>(i), why);
+    if (on_rail_down_) on_rail_down_(l.id, r->spec.index, r->last_error);
   }
 }
 
-void Engine::RetireRail(EngineLink& l, Rail& rail) {
-  Rail* r = &rail;
-  const size_t i = r->spec.index;
-  const std::string why = r->fail_reason;
-  r->conn->Abandon();
-  uint64_t reissued = transfers_.RailGone(l.id, static_cast<uint32_t>(i));
-  r->stats.slices_reissued += reissued;
+void Engine::RetireRail(EngineLink& l, Rail& r) {
+  const uint32_t i = r.spec.index;
+  const bool messages_here = l.message_rail == static_cast<int>(i);
+  r.conn->Abandon();
+  uint64_t reissued = transfers_.RailGone(l.id, i);
+  r.stats.slices_reissued += reissued;
   uint64_t resent = 0;
-  if (r->carried_messages) {
+  if (r.carried_messages) {
     // What it carried may be lost: everything unacknowledged goes again,
     // after a message another rail is in the middle of.
     auto at = l.backlog.begin();
     if (at != l.backlog.end() && at->started) {
-      if (l.message_rail == static_cast<int>(i)) {
+      if (messages_here) {
         at->sent = 0;
         at->started = false;
       } else {
@@ -197,22 +182,22 @@ void Engine::RetireRail(EngineLink& l, Rail& rail) {
     for (auto& other : l.rails)
       if (other != nullptr) other->carried_messages = false;
   }
-  if (l.message_rail == static_cast<int>(i)) l.message_rail = -1;
+  if (messages_here) l.message_rail = -1;
   spdlog::get("engine")->warn(
       "link {} to '{}': rail {} down ({}); {} slices reissued, {} messages sent again", l.id,
-      l.spec.peer, i, why, reissued, resent);
-  ++r->stats.downs;
-  r->last_error = why;
-  r->free_send.clear();
-  r->incoming = Reassembler{};
-  r->transfers = 0;
-  r->inflight_bytes = 0;
-  r->rate_bps = 0;
-  r->window_bytes = 0;
-  r->conn.reset();
-  r->region.reset();
-  r->memory.reset();
-  r->failed = false;
+      l.spec.peer, i, r.fail_reason, reissued, resent);
+  ++r.stats.downs;
+  r.last_error = r.fail_reason;
+  r.free_send.clear();
+  r.incoming = Reassembler{};
+  r.transfers = 0;
+  r.inflight_bytes = 0;
+  r.rate_bps = 0;
+  r.window_bytes = 0;
+  r.conn.reset();
+  r.region.reset();
+  r.memory.reset();
+  r.failed = false;
 }
 
 Rail* Engine::MessageRail(EngineLink& l) {

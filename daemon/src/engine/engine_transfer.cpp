@@ -230,7 +230,7 @@ bool Engine::PostLinkPieces(TransferOp& op, EngineLink& link) {
     if (!st.ok()) {
       if (st.code() == Code::kLinkDown) {
         // The rail is gone, not the transfer: the slice goes elsewhere.
-        FailRail(link, *rail, st.code(), st.message());
+        rail->Fail(st.code(), st.message());
         break;
       }
       op.error = st.code();
@@ -274,7 +274,7 @@ void Engine::OnTransferCompletion(const driver::WorkCompletion& wc, EngineLink* 
       op.redo.emplace_back(piece.offset, piece.bytes);
       if (op.outstanding > 0) --op.outstanding;
       ++rail->stats.slices_reissued;
-      FailRail(*link, *rail, wc.code, LinkFailureText(wc.code, wc.detail));
+      rail->Fail(wc.code, LinkFailureText(wc.code, wc.detail));
       return;
     }
     if (wc.code == Code::kOk) {

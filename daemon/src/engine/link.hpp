@@ -182,6 +182,14 @@ struct Rail {
   std::string last_error;  // why it last went down
 
   bool up() const { return conn != nullptr && !failed; }
+  // Marks the rail failed (the first reason stays); the engine drops it,
+  // or the link with its last rail, at the end of its pass.
+  void Fail(Code code, const std::string& why) {
+    if (failed) return;
+    failed = true;
+    fail_code = code;
+    fail_reason = why;
+  }
   std::byte* slot(uint32_t index) const { return memory.get() + uint64_t{index} * slot_bytes; }
   uint32_t payload_per_fragment() const {
     return fragment_bytes - static_cast<uint32_t>(link_wire::kHeaderBytes);
@@ -244,11 +252,11 @@ struct EngineLink {
       if (rails[i] != nullptr && rails[i]->up()) return true;
     return false;
   }
-  uint32_t transfers() const {
-    uint32_t n = 0;
-    for (const auto& r : rails)
-      if (r != nullptr) n += r->transfers;
-    return n;
+  // Whether a rail other than `r` is up (`r` is not the link's last).
+  bool other_than(const Rail& r) const {
+    for (const auto& o : rails)
+      if (o != nullptr && o.get() != &r && o->up()) return true;
+    return false;
   }
 };
 

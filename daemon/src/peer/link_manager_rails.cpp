@@ -21,11 +21,8 @@ constexpr auto kMaxProbeInterval = std::chrono::milliseconds(60'000);
 
 // Whether the interface holding `address` runs; the error says why not.
 Status InterfaceRuns(const std::string& address) {
-  auto ifname = platform::InterfaceOfAddress(address);
-  if (!ifname.ok()) return ifname.status();
-  auto running = platform::InterfaceRunning(*ifname);
-  if (!running.ok()) return running.status();
-  if (!*running) return Status(Code::kLinkDown, "interface " + *ifname + " is down");
+  MCDMA_ASSIGN_OR_RETURN(platform::InterfaceState state, platform::InterfaceHolding(address));
+  if (!state.running) return Status(Code::kLinkDown, "interface " + state.name + " is down");
   return Status::Ok();
 }
 // The engine's view of a pair, from the end that is the dialer or not.
