@@ -33,6 +33,7 @@ struct Limits {
   uint64_t max_transfer_bytes;
   uint64_t max_registration_bytes;
   uint32_t max_registrations;  // 0 = no limit (verbs: the device's)
+  uint32_t max_queue_pairs;    // 0 = no limit (verbs: the device's)
   uint32_t max_inline_bytes;
 };
 
@@ -48,6 +49,7 @@ inline Caps ToCaps(const Limits& limits, std::string name) {
       .max_transfer_bytes = limits.max_transfer_bytes,
       .max_registration_bytes = limits.max_registration_bytes,
       .max_registrations = limits.max_registrations,
+      .max_queue_pairs = limits.max_queue_pairs,
       .max_inline_bytes = limits.max_inline_bytes,
   };
 }
@@ -61,6 +63,7 @@ inline constexpr Limits kLoopLimits{.profile = "loop",
                                     .max_transfer_bytes = kGiB,
                                     .max_registration_bytes = kTiB,
                                     .max_registrations = 0,
+                                    .max_queue_pairs = 0,
                                     .max_inline_bytes = 0};
 
 // tcp: 64 MiB per request (a frame's payload), 64 READs in flight.
@@ -72,13 +75,16 @@ inline constexpr Limits kTcpLimits{.profile = "tcp",
                                    .max_transfer_bytes = 64 * kMiB,
                                    .max_registration_bytes = kTiB,
                                    .max_registrations = 0,
+                                   .max_queue_pairs = 0,
                                    .max_inline_bytes = 0};
 
 // The verbs device profiles. linux-rc allows what the verbs transport ever
 // uses of a device (so on a device it is exactly the device's limits);
 // mcdma-cx5 is the MCDMA ConnectX-5 macOS provider's; apple-tb5 is Apple's
 // RDMA over Thunderbolt 5: UC, SEND/RECV only, at most 100 registrations of
-// at most 0xfa0000 bytes.
+// at most 0xfa0000 bytes, and about 10 queue pairs per device (a daemon
+// with many peers on one Thunderbolt device runs out of QPs before
+// anything else).
 inline constexpr std::array<Limits, 3> kVerbsProfiles{{
     {.profile = "linux-rc",
      .one_sided = true,
@@ -88,6 +94,7 @@ inline constexpr std::array<Limits, 3> kVerbsProfiles{{
      .max_transfer_bytes = kGiB,
      .max_registration_bytes = kTiB,
      .max_registrations = 0,
+     .max_queue_pairs = 0,
      .max_inline_bytes = 0},
     {.profile = "mcdma-cx5",
      .one_sided = true,
@@ -97,6 +104,7 @@ inline constexpr std::array<Limits, 3> kVerbsProfiles{{
      .max_transfer_bytes = 4 * kMiB,
      .max_registration_bytes = 4 * kMiB,
      .max_registrations = 0,
+     .max_queue_pairs = 0,
      .max_inline_bytes = 28},
     {.profile = "apple-tb5",
      .one_sided = false,
@@ -106,6 +114,7 @@ inline constexpr std::array<Limits, 3> kVerbsProfiles{{
      .max_transfer_bytes = 0xfa0000,
      .max_registration_bytes = 0xfa0000,
      .max_registrations = 100,
+     .max_queue_pairs = 10,
      .max_inline_bytes = 0},
 }};
 

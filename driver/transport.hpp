@@ -49,6 +49,7 @@ struct Caps {
   uint64_t max_transfer_bytes = 0;      // one WRITE or SEND
   uint64_t max_registration_bytes = 0;  // one memory registration
   uint32_t max_registrations = 0;       // 0 = no limit
+  uint32_t max_queue_pairs = 0;         // 0 = no limit of the profile (verbs: the device's)
   uint32_t max_inline_bytes = 0;        // SENDs up to this size need no registration
   uint64_t max_message_bytes = 0;       // one SEND the peer can take; 0 = its RECV's size
 };

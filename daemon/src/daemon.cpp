@@ -38,22 +38,26 @@ Result<std::unique_ptr<Engine>> MakeEngine(const Options& options, bool peering)
   auto log = spdlog::get("daemon");
   std::unique_ptr<driver::Device> link_device;
   VerbsOpened verbs;
-  verbs.info.reason = "peering is off (no fabric_key)";
+  verbs.reason = "peering is off (no fabric_key)";
   if (peering) {
     MCDMA_ASSIGN_OR_RETURN(link_device, CreateLinkDevice(options));
     verbs = OpenVerbs(options);
-    if (verbs.device) {
-      log->info("verbs: {} port {} GID {} (index {}), profile {} (device is {}), MTU {}",
-                verbs.info.device, verbs.info.port, verbs.info.gid, verbs.info.gid_index,
-                verbs.info.profile, verbs.info.detected_profile, verbs.info.active_mtu);
-    } else {
-      log->info("verbs: not available: {}; links use tcp", verbs.info.reason);
+    for (const Engine::RdmaPort& p : verbs.ports) {
+      const LocalVerbsInfo& i = p.info;
+      log->info("verbs: rail {}: {} port {} GID {} (index {}), profile {} (device is {}), MTU {}",
+                i.rail, i.device, i.port, i.gid, i.gid_index, i.profile, i.detected_profile,
+                i.active_mtu);
+    }
+    if (verbs.ports.empty()) {
+      log->info("verbs: not available: {}; links use tcp", verbs.reason);
+    } else if (!verbs.reason.empty()) {
+      log->warn("verbs: left out: {}", verbs.reason);
     }
   }
   MCDMA_ASSIGN_OR_RETURN(auto device, driver::loop::CreateLoopDevice());
   return std::make_unique<Engine>(
-      options, Engine::Devices{std::move(device), std::move(link_device), std::move(verbs.device)},
-      verbs.info);
+      options, Engine::Devices{std::move(device), std::move(link_device), nullptr},
+      std::move(verbs.ports), verbs.reason);
 }
 
 Daemon::Daemon(const Options& options) : options_(options) {

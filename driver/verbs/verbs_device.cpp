@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "driver/post_checks.hpp"
 #include "driver/verbs/verbs_internal.hpp"
@@ -15,12 +18,30 @@ namespace mcdma::driver::verbs {
 namespace {
 
 constexpr uint32_t kFrameBytes = 4096;  // apple-tb5: one SEND, one RECV, one frame
+// How often the waiter reads the port state back when no event came: a
+// missed PORT_ACTIVE / PORT_ERR shows within about this long.
+constexpr std::chrono::milliseconds kPortReadBackEvery{1000};
 
 int IbvAccess(uint32_t access) {
   int flags = IBV_ACCESS_LOCAL_WRITE;
   if ((access & kAccessRemoteRead) != 0) flags |= IBV_ACCESS_REMOTE_READ;
   if ((access & kAccessRemoteWrite) != 0) flags |= IBV_ACCESS_REMOTE_WRITE;
   return flags;
+}
+
+PortState FromIbv(ibv_port_state s) {
+  switch (s) {
+    case IBV_PORT_DOWN:
+      return PortState::kDown;
+    case IBV_PORT_INIT:
+      return PortState::kInit;
+    case IBV_PORT_ARMED:
+      return PortState::kArmed;
+    case IBV_PORT_ACTIVE:
+      return PortState::kActive;
+    default:
+      return PortState::kUnknown;
+  }
 }
 
 const char* PortStateName(PortState s) {
@@ -58,6 +79,41 @@ std::string AsyncMeaning(ibv_event_type type) {
     default:
       return ibv_event_type_str(type);
   }
+}
+
+// Events about one port (ev.element.port_num); the others are about a QP,
+// a CQ, an SRQ or the whole device.
+bool IsPortEvent(ibv_event_type type) {
+  switch (type) {
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_GID_CHANGE:
+    case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_CLIENT_REREGISTER:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The (device, port) pairs of `name` whose port is ACTIVE; none when the
+// device cannot be opened or queried.
+std::vector<PortRef> ActivePortsOf(const std::string& name) {
+  std::vector<PortRef> out;
+  auto ctx = Context::Open(name);
+  if (!ctx.ok()) return out;
+  ibv_device_attr attr{};
+  if (ibv_query_device(ctx->get(), &attr) != 0) return out;
+  for (uint32_t port = 1; port <= attr.phys_port_cnt; ++port) {
+    ibv_port_attr pattr{};
+    if (ibv_query_port(ctx->get(), static_cast<uint8_t>(port), &pattr) == 0 &&
+        pattr.state == IBV_PORT_ACTIVE) {
+      out.push_back({name, static_cast<uint8_t>(port)});
+    }
+  }
+  return out;
 }
 
 class EndpointImpl final : public Endpoint {
@@ -125,6 +181,34 @@ Code DeviceImpl::CheckRemote(uint32_t rkey, uint64_t addr, uint64_t length, uint
   }
   *region = r;
   return Code::kOk;
+}
+
+void QpSlot::Release() {
+  if (device_ != nullptr) device_->ReleaseQueuePair();
+  device_ = nullptr;
+}
+
+Result<std::vector<PortRef>> ListActivePorts() {
+  auto names = ListDevices();
+  if (!names.ok()) {
+    // No uverbs in the kernel (ENOSYS) or no sysfs: no device, as far as a
+    // caller choosing ports is concerned.
+    return Status(Code::kNotFound, "no RDMA device (" + names.status().message() + ")");
+  }
+  if (names->empty()) {
+    return Status(
+        Code::kNotFound,
+        "no RDMA device (ibv_get_device_list found none; /sys/class/infiniband is empty)");
+  }
+  std::vector<PortRef> out;
+  for (const std::string& name : *names) {
+    std::vector<PortRef> ports = ActivePortsOf(name);
+    out.insert(out.end(), ports.begin(), ports.end());
+  }
+  std::sort(out.begin(), out.end(), [](const PortRef& a, const PortRef& b) {
+    return a.device != b.device ? a.device < b.device : a.port < b.port;
+  });
+  return out;
 }
 
 Result<std::unique_ptr<VerbsDevice>> VerbsDevice::Open(const VerbsConfig& config) {
@@ -250,10 +334,27 @@ Result<std::unique_ptr<VerbsRegion>> DeviceImpl::RegisterOwn(std::byte* addr, ui
   return std::make_unique<VerbsRegion>(this, std::move(*mr), length, access);
 }
 
+Result<QpSlot> DeviceImpl::ReserveQueuePair() {
+  const uint32_t limit = caps().max_queue_pairs;
+  uint32_t used = queue_pairs_.load(std::memory_order_relaxed);
+  do {
+    if (limit != 0 && used >= limit) {
+      return Status(Code::kNoMemory, "device " + ctx_.name() + ": its budget of " +
+                                         std::to_string(limit) + " queue pairs (profile " +
+                                         caps().profile + ") is spent; " + std::to_string(used) +
+                                         " in use");
+    }
+  } while (!queue_pairs_.compare_exchange_weak(used, used + 1, std::memory_order_relaxed));
+  return QpSlot(this);
+}
+
 Result<std::unique_ptr<Endpoint>> DeviceImpl::CreateEndpoint() {
   const Caps& c = caps();
   const bool uc = QpTypeFor(c) == QpType::kUc;
   QpResources res;
+  // First, so a spent budget costs nothing and every later failure gives
+  // the slot back with `res`.
+  MCDMA_ASSIGN_OR_RETURN(res.slot, ReserveQueuePair());
   uint32_t sq = c.max_outstanding;
   uint32_t depth = std::max<uint32_t>(2, std::min(config_.ring_slots, c.max_outstanding));
   uint64_t slot = uc ? kFrameBytes : std::max<uint32_t>(config_.ring_slot_bytes, kFrameBytes);
@@ -303,9 +404,22 @@ Result<std::unique_ptr<Endpoint>> DeviceImpl::CreateEndpoint() {
   return std::unique_ptr<Endpoint>(std::make_unique<EndpointImpl>(this, std::move(res)));
 }
 
+bool DeviceImpl::port_active() const {
+  MutexLock lock(port_mu_);
+  return port_active_;
+}
+
+std::string DeviceImpl::port_failure() const {
+  MutexLock lock(port_mu_);
+  return port_failure_;
+}
+
 std::string DeviceImpl::AsyncFailure(uint32_t qpn) {
+  {
+    MutexLock lock(port_mu_);
+    if (!port_active_) return port_failure_;
+  }
   MutexLock lock(mu_);
-  if (!port_failure_.empty()) return port_failure_;
   auto it = qp_failures_.find(qpn);
   return it == qp_failures_.end() ? "" : it->second;
 }
@@ -325,15 +439,63 @@ void DeviceImpl::TakeCompletionEvents() {
   if (notify) notify();
 }
 
-void DeviceImpl::TakeAsyncEvents() {
+void DeviceImpl::SetPort(bool active, std::string failure, bool device_fatal) {
+  MutexLock lock(port_mu_);
+  if (device_fatal_) return;
+  device_fatal_ = device_fatal;
+  port_active_ = active;
+  port_failure_ = active ? std::string() : std::move(failure);
+}
+
+bool DeviceImpl::ReadPortBack() {
+  ibv_port_attr attr{};
+  // A failed query (a device being removed) leaves what the events said.
+  if (ibv_query_port(ctx_.get(), config_.port, &attr) != 0) return false;
+  const PortState state = FromIbv(attr.state);
+  const bool active = state == PortState::kActive;
+  MutexLock lock(port_mu_);
+  if (device_fatal_ || active == port_active_) return false;
+  port_active_ = active;
+  if (active) {
+    port_failure_.clear();
+  } else {
+    port_failure_ = "port " + std::to_string(config_.port) + " is " + PortStateName(state) +
+                    " (read back with ibv_query_port, no port event seen: the interface is "
+                    "down or has no carrier)";
+  }
+  return true;
+}
+
+void DeviceImpl::Tell() {
+  async_epoch_.fetch_add(1, std::memory_order_release);
   std::function<void()> notify;
+  {
+    MutexLock lock(mu_);
+    notify = notify_;
+  }
+  if (notify) notify();
+}
+
+void DeviceImpl::TakeAsyncEvents() {
+  bool counted = false;
+  // The last port event of the batch: rxe may coalesce a down and an up.
+  std::optional<std::string> port_event;  // "" = ACTIVE, else why it is not
+  std::string fatal;                      // DEVICE_FATAL's meaning: nothing revives it
   {
     MutexLock lock(mu_);
     ibv_async_event ev{};
     while (ibv_get_async_event(ctx_.get(), &ev) == 0) {
-      std::string meaning = std::string("async event ") + ibv_event_type_str(ev.event_type) + ": " +
-                            AsyncMeaning(ev.event_type);
-      switch (ev.event_type) {
+      const ibv_event_type type = ev.event_type;
+      // Another port's events are not this device's business: its
+      // connections all use config_.port.
+      if (IsPortEvent(type) && ev.element.port_num != config_.port) {
+        ibv_ack_async_event(&ev);
+        continue;
+      }
+      counted = true;
+      std::string meaning =
+          std::string("async event ") + ibv_event_type_str(type) + ": " + AsyncMeaning(type);
+      switch (type) {
         case IBV_EVENT_QP_FATAL:
         case IBV_EVENT_QP_REQ_ERR:
         case IBV_EVENT_QP_ACCESS_ERR:
@@ -341,32 +503,48 @@ void DeviceImpl::TakeAsyncEvents() {
           qp_failures_[ev.element.qp->qp_num] = meaning;
           break;
         case IBV_EVENT_PORT_ERR:
+          port_event = meaning;
+          break;
         case IBV_EVENT_DEVICE_FATAL:
-          port_failure_ = meaning;
+          fatal = meaning;
           break;
         case IBV_EVENT_PORT_ACTIVE:
-          port_failure_.clear();
+          port_event = std::string();
           break;
         default:
           break;
       }
       ibv_ack_async_event(&ev);
-      async_epoch_.fetch_add(1, std::memory_order_release);
     }
-    notify = notify_;
   }
-  if (notify) notify();
+  if (!fatal.empty()) {
+    SetPort(false, std::move(fatal), true);
+  } else if (port_event) {
+    // Read before the move: argument order is unspecified.
+    const bool active = port_event->empty();
+    SetPort(active, std::move(*port_event), false);
+  }
+  if (ReadPortBack() || counted) Tell();
 }
 
 void DeviceImpl::Wait() {
+  using Clock = std::chrono::steady_clock;
+  auto read_back_at = Clock::now() + kPortReadBackEvery;
   for (;;) {
     pollfd fds[3] = {
         {channel_.fd(), POLLIN, 0}, {ctx_.get()->async_fd, POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
-    int n = poll(fds, 3, -1);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(read_back_at - Clock::now());
+    int n = poll(fds, 3, static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT32_MAX)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 || (fds[2].revents & POLLIN) != 0) return;
     if ((fds[0].revents & POLLIN) != 0) TakeCompletionEvents();
-    if ((fds[1].revents & POLLIN) != 0) TakeAsyncEvents();
+    if ((fds[1].revents & POLLIN) != 0) {
+      TakeAsyncEvents();  // reads the port back itself
+      read_back_at = Clock::now() + kPortReadBackEvery;
+    } else if (Clock::now() >= read_back_at) {
+      if (ReadPortBack()) Tell();
+      read_back_at = Clock::now() + kPortReadBackEvery;
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "driver/verbs/verbs_objects.hpp"
 #include "driver/verbs/verbs_transport.hpp"
@@ -45,10 +46,36 @@ class VerbsRegion final : public MemoryRegion {
   uint32_t access_;
 };
 
+// One queue pair of the device's budget (caps().max_queue_pairs): taken by
+// DeviceImpl::ReserveQueuePair before the QP is created, given back when it
+// is destroyed, on whichever path that happens (a failed CreateEndpoint or
+// Connect, the endpoint, the connection), so the count cannot leak.
+// Move-only; any thread (the count is atomic).
+class QpSlot {
+ public:
+  QpSlot() = default;
+  explicit QpSlot(DeviceImpl* device) : device_(device) {}
+  QpSlot(QpSlot&& other) noexcept : device_(std::exchange(other.device_, nullptr)) {}
+  QpSlot& operator=(QpSlot&& other) noexcept {
+    if (this != &other) {
+      Release();
+      device_ = std::exchange(other.device_, nullptr);
+    }
+    return *this;
+  }
+  ~QpSlot() { Release(); }
+
+ private:
+  void Release();
+  DeviceImpl* device_ = nullptr;
+};
+
 // Everything a connection owns, made by CreateEndpoint and moved into the
 // connection by Connect. Member order is destruction order reversed: the
-// QP goes before its CQ, the regions before the memory they cover.
+// QP goes before its CQ, the regions before the memory they cover, and the
+// budget slot last, once the QP is gone.
 struct QpResources {
+  QpSlot slot;
   CompletionQueue cq;
   QueuePair qp;
   AlignedBytes ring_memory;  // depth slots of slot_bytes
@@ -71,11 +98,18 @@ class DeviceImpl final : public VerbsDevice {
                                                  uint32_t access) override;
   Result<std::unique_ptr<Endpoint>> CreateEndpoint() override;
   void SetNotifier(std::function<void()> notify) override MCDMA_EXCLUDES(mu_);
+  bool port_active() const override MCDMA_EXCLUDES(port_mu_);
+  std::string port_failure() const override MCDMA_EXCLUDES(port_mu_);
+  uint32_t queue_pairs() const override { return queue_pairs_.load(std::memory_order_relaxed); }
+  uint32_t registrations() const override { return registrations_.load(std::memory_order_relaxed); }
 
   // For the transport's own memory (rings, headers): counted like any other.
   Result<std::unique_ptr<VerbsRegion>> RegisterOwn(std::byte* addr, uint64_t length,
                                                    uint32_t access);
   void ReleaseRegistration() { registrations_.fetch_sub(1); }
+  // One QP of the budget, or kNoMemory naming the budget when it is spent.
+  Result<QpSlot> ReserveQueuePair();
+  void ReleaseQueuePair() { queue_pairs_.fetch_sub(1); }
   const VerbsConfig& config() const { return config_; }
   const ProtectionDomain& pd() const { return pd_; }
   const Context& context() const { return ctx_; }
@@ -83,8 +117,9 @@ class DeviceImpl final : public VerbsDevice {
   // Held while CQ events are taken and while a CQ or QP is destroyed.
   Mutex& event_mutex() MCDMA_RETURN_CAPABILITY(mu_) { return mu_; }
   // Why QP `qpn` (or the port) failed asynchronously; "" if it did not.
-  // `epoch` changes whenever a new async event arrived.
-  std::string AsyncFailure(uint32_t qpn) MCDMA_EXCLUDES(mu_);
+  // The port's failure lasts while the port is not active. async_epoch()
+  // changes whenever an async event counted or the port state changed.
+  std::string AsyncFailure(uint32_t qpn) MCDMA_EXCLUDES(mu_, port_mu_);
   uint64_t async_epoch() const { return async_epoch_.load(std::memory_order_acquire); }
   void NoteSendQueue(uint32_t used, uint32_t reads, uint64_t read_bytes, uint64_t send_bytes);
   // Regions by rkey, for one-sided operations streamed by a peer whose
@@ -100,7 +135,15 @@ class DeviceImpl final : public VerbsDevice {
   DeviceImpl() = default;
   void Wait();
   void TakeCompletionEvents() MCDMA_EXCLUDES(mu_);
-  void TakeAsyncEvents() MCDMA_EXCLUDES(mu_);
+  void TakeAsyncEvents() MCDMA_EXCLUDES(mu_, port_mu_);
+  // What a port event said: active, or down with `failure`; device_fatal
+  // keeps the port down for good.
+  void SetPort(bool active, std::string failure, bool device_fatal) MCDMA_EXCLUDES(port_mu_);
+  // Reads the port state back (ibv_query_port) and lets it win over the
+  // events; true when port_active() changed.
+  bool ReadPortBack() MCDMA_EXCLUDES(port_mu_);
+  // Moves the epoch on and calls the notifier: connections look again.
+  void Tell() MCDMA_EXCLUDES(mu_);
 
   VerbsConfig config_;
   Context ctx_;
@@ -108,6 +151,7 @@ class DeviceImpl final : public VerbsDevice {
   CompletionChannel channel_;
   VerbsDeviceStatus status_;
   std::atomic<uint32_t> registrations_{0};
+  std::atomic<uint32_t> queue_pairs_{0};
   std::atomic<uint32_t> hw_send_queue_{0};
   std::atomic<uint32_t> hw_reads_{0};
   std::atomic<uint64_t> hw_read_bytes_{0};
@@ -118,7 +162,12 @@ class DeviceImpl final : public VerbsDevice {
   Mutex mu_;
   std::function<void()> notify_ MCDMA_GUARDED_BY(mu_);
   std::map<uint32_t, std::string> qp_failures_ MCDMA_GUARDED_BY(mu_);
-  std::string port_failure_ MCDMA_GUARDED_BY(mu_);
+  // The port's state: written by the waiter thread only, read by anyone.
+  // Not mu_, which is held while CQ events are taken and QPs destroyed.
+  mutable Mutex port_mu_;
+  bool port_active_ MCDMA_GUARDED_BY(port_mu_) = true;   // Create opens ACTIVE ports only
+  std::string port_failure_ MCDMA_GUARDED_BY(port_mu_);  // non-empty iff !port_active_
+  bool device_fatal_ MCDMA_GUARDED_BY(port_mu_) = false;
   std::atomic<uint64_t> async_epoch_{0};
   platform::Wakeup wake_;  // tells the waiter thread to stop
   std::thread waiter_;

@@ -162,6 +162,7 @@ Result<std::vector<DeviceInfo>> ParseDeviceDump(std::string_view text) {
       if (attr == "max_qp_rd_atom") d.max_qp_rd_atom = static_cast<uint32_t>(*n);
       if (attr == "max_mr_size") d.max_mr_size = *n;
       if (attr == "max_mr") d.max_mr = static_cast<uint32_t>(*n);
+      if (attr == "max_qp") d.max_qp = static_cast<uint32_t>(*n);
     } else if (path.rfind("ports/", 0) == 0) {
       MCDMA_RETURN_IF_ERROR(ApplyPort(d, path, value, line_no));
     }
@@ -242,6 +243,7 @@ Result<Caps> ProfileCaps(const std::string& profile, const DeviceInfo& device) {
       device.max_mr_size == 0 ? ceiling.max_registration_bytes : device.max_mr_size,
       ceiling.max_registration_bytes);
   dev.max_registrations = device.max_mr;
+  dev.max_queue_pairs = device.max_qp;
   // A profile forced onto a device gets the stricter of both for each limit
   // (inline sizes are the profile's: the device reports none).
   Caps p = ToCaps(*limits, "verbs");
@@ -251,11 +253,13 @@ Result<Caps> ProfileCaps(const std::string& profile, const DeviceInfo& device) {
   p.max_read_bytes = std::min(p.max_read_bytes, dev.max_read_bytes);
   p.max_transfer_bytes = std::min(p.max_transfer_bytes, dev.max_transfer_bytes);
   p.max_registration_bytes = std::min(p.max_registration_bytes, dev.max_registration_bytes);
-  if (dev.max_registrations != 0) {
-    p.max_registrations = p.max_registrations == 0
-                              ? dev.max_registrations
-                              : std::min(p.max_registrations, dev.max_registrations);
-  }
+  // Counts where 0 means "no limit": the nonzero one, or the smaller.
+  auto stricter_count = [](uint32_t profile, uint32_t device) {
+    if (device == 0) return profile;
+    return profile == 0 ? device : std::min(profile, device);
+  };
+  p.max_registrations = stricter_count(p.max_registrations, dev.max_registrations);
+  p.max_queue_pairs = stricter_count(p.max_queue_pairs, dev.max_queue_pairs);
   return p;
 }
 

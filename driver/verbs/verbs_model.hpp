@@ -66,12 +66,13 @@ struct DeviceInfo {
   uint32_t max_qp_rd_atom = 0;
   uint64_t max_mr_size = 0;
   uint32_t max_mr = 0;
+  uint32_t max_qp = 0;  // queue pairs the device holds at once; 0 = not reported
   std::vector<PortInfo> ports;
 };
 
 // Parses "DEVICE/PATH=VALUE" lines (see tests/unit/data/rxe_veth.sysfs):
 // driver, transport, attr/{vendor_id,vendor_part_id,max_qp_wr,max_qp_rd_atom,
-// max_mr_size,max_mr}, ports/N/{state,link_layer,active_mtu,max_mtu},
+// max_mr_size,max_mr,max_qp}, ports/N/{state,link_layer,active_mtu,max_mtu},
 // ports/N/gids/I, ports/N/gid_attrs/{types,ndevs}/I. '#' starts a comment;
 // unknown paths are ignored. kInvalid names the bad line.
 Result<std::vector<DeviceInfo>> ParseDeviceDump(std::string_view text);

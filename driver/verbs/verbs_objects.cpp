@@ -95,6 +95,7 @@ Result<DeviceInfo> Context::Describe(uint8_t port) const {
   d.max_qp_rd_atom = static_cast<uint32_t>(attr.max_qp_rd_atom);
   d.max_mr_size = attr.max_mr_size;
   d.max_mr = static_cast<uint32_t>(attr.max_mr);
+  d.max_qp = static_cast<uint32_t>(attr.max_qp);
   ibv_port_attr pattr{};
   if (int rc = ibv_query_port(get(), port, &pattr); rc != 0)
     return VerbsError("ibv_query_port", name_, rc);

@@ -36,11 +36,24 @@
 // async event fd and calls the notifier; Poll() does all the work on the
 // owner's thread. Async events (QP fatal, port down) and failed completions
 // take the connection down with a message naming the likely cause.
+//
+// Port state. Only the configured port's events count (a device with two
+// ports keeps its connections when the other port goes down). After every
+// batch of async events, and every second besides, the same thread reads
+// the port's state back (ibv_query_port) and that reading wins: Soft-RoCE
+// may deliver PORT_ERR / PORT_ACTIVE late or coalesced, and an interface
+// brought back up must show as active even if its event was missed.
+//
+// Queue pairs. Each endpoint holds one QP from CreateEndpoint until the
+// endpoint, or the connection it became, is destroyed; CreateEndpoint
+// refuses (kNoMemory) a QP beyond caps().max_queue_pairs. The count is the
+// opened VerbsDevice's, not the NIC's: open each device once per process.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "driver/transport.hpp"
 #include "driver/verbs/verbs_model.hpp"
@@ -77,12 +90,36 @@ struct VerbsHighWater {
   uint64_t largest_send = 0;  // bytes of one SEND on the wire, headers included
 };
 
+// One port of one RDMA device.
+struct PortRef {
+  std::string device;
+  uint8_t port = 1;
+};
+// Every (device, port) whose port state is ACTIVE, ordered by device name then
+// port number. An empty list when there are devices but none is active;
+// kNotFound (naming what was looked at) when there is no RDMA device at all.
+// Any thread; opens each device briefly (a device that cannot be opened or
+// queried has no active port as far as this host can use it).
+Result<std::vector<PortRef>> ListActivePorts();
+
+// Threads: the engine thread owns the device as driver::Device says; the
+// port and usage readers below may be called from any thread at any time.
 class VerbsDevice : public Device {
  public:
   // kNotFound when there is no (usable) device, naming what was looked at.
   static Result<std::unique_ptr<VerbsDevice>> Open(const VerbsConfig& config);
   virtual const VerbsDeviceStatus& status() const = 0;
   virtual VerbsHighWater high_water() const = 0;
+  // Whether the device's port (VerbsConfig::port) is ACTIVE now: read with
+  // ibv_query_port at open, then kept by the async events of that port.
+  virtual bool port_active() const = 0;
+  // Why the port is not active ("" while it is): the last port event's meaning
+  // (or, when the port was read back down with no event, the state read).
+  virtual std::string port_failure() const = 0;
+  // Queue pairs in use now (endpoints not yet connected + connections), and
+  // registrations in use now.
+  virtual uint32_t queue_pairs() const = 0;
+  virtual uint32_t registrations() const = 0;
 };
 
 }  // namespace mcdma::driver::verbs

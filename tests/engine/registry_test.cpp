@@ -101,9 +101,9 @@ TEST(Registry, UnmappedSegmentsGoStaleAfterTheAttachTimeout) {
 TEST(Registry, ADrainEndsWithItsLastAckOrLinkOrAtItsDeadline) {
   FakeClock clock;
   Registry r;
-  r.AddDrain(1, {Registration{}, nullptr, {10, 11}, clock.now() + milliseconds(60)});
-  r.AddDrain(2, {Registration{}, nullptr, {10}, clock.now() + milliseconds(60)});
-  r.AddDrain(3, {Registration{}, nullptr, {12}, clock.now() + milliseconds(20)});
+  r.AddDrain(1, {{}, nullptr, {10, 11}, clock.now() + milliseconds(60)});
+  r.AddDrain(2, {{}, nullptr, {10}, clock.now() + milliseconds(60)});
+  r.AddDrain(3, {{}, nullptr, {12}, clock.now() + milliseconds(20)});
   r.AckDrain(1, 10);
   EXPECT_EQ(r.draining(), 3U);
   r.AckDrain(1, 99);  // a link it does not wait on

@@ -39,7 +39,7 @@ class TransferChunking : public ::testing::Test {
     auto pe = std::make_shared<PeerExport>();
     pe->length = 64 * PageSize();
     for (uint64_t at = 0; at < pe->length; at += remote_piece)
-      pe->pieces.push_back({at, remote_piece, 0x10000 + at, 7});
+      pe->keys["tcp"].push_back({at, remote_piece, 0x10000 + at, 7});
     TransferOp op;
     op.id = 1;
     op.local = buffer_;
@@ -53,7 +53,8 @@ class TransferChunking : public ::testing::Test {
   std::vector<uint64_t> Cut(TransferOp& op, uint64_t chunk) {
     std::vector<uint64_t> sizes;
     while (op.posted < op.length) {
-      Piece p = NextPiece(op, buffer_->reg(Transport::kLoop), device_->caps(), chunk);
+      Piece p = NextPiece(op, buffer_->reg(Transport::kLoop), device_->caps(), chunk,
+                          op.peer ? op.peer->KeysFor("tcp") : nullptr);
       EXPECT_GT(p.bytes, 0U);
       EXPECT_EQ(p.local.length, p.bytes);
       sizes.push_back(p.bytes);
@@ -81,12 +82,14 @@ TEST_F(TransferChunking, PiecesStopAtTheChunkAndTheLocalRegistrationPieces) {
 TEST_F(TransferChunking, PiecesStopAtTheRemotePiecesWithTheirAddressAndKey) {
   const uint64_t page = PageSize();
   TransferOp op = PeerWrite(0, page, page / 4);
-  Piece first = NextPiece(op, buffer_->reg(Transport::kLoop), device_->caps(), 64 * page);
+  Piece first = NextPiece(op, buffer_->reg(Transport::kLoop), device_->caps(), 64 * page,
+                          op.peer->KeysFor("tcp"));
   EXPECT_EQ(first.bytes, page / 4);
   EXPECT_EQ(first.remote.addr, 0x10000U);
   EXPECT_EQ(first.remote.rkey, 7U);
   op.posted = page / 4 + 10;  // mid-piece
-  Piece mid = NextPiece(op, buffer_->reg(Transport::kLoop), device_->caps(), 64 * page);
+  Piece mid = NextPiece(op, buffer_->reg(Transport::kLoop), device_->caps(), 64 * page,
+                        op.peer->KeysFor("tcp"));
   EXPECT_EQ(mid.bytes, page / 4 - 10);
   EXPECT_EQ(mid.remote.addr, 0x10000U + page / 4 + 10);
 }
@@ -98,7 +101,8 @@ TEST_F(TransferChunking, ReadsAreBoundByTheReadLimit) {
   caps_.max_read_bytes = page / 2;
   auto device = driver::loop::CreateLoopDevice(&caps_);
   ASSERT_TRUE(device.ok());
-  Piece p = NextPiece(op, buffer_->reg(Transport::kLoop), (*device)->caps(), 64 * page);
+  Piece p = NextPiece(op, buffer_->reg(Transport::kLoop), (*device)->caps(), 64 * page,
+                      op.peer->KeysFor("tcp"));
   EXPECT_EQ(p.bytes, page / 2);
 }
 

@@ -565,5 +565,57 @@ TEST_F(LinkRails, AllRailsDownFallsBackToTheLinksOwnConnection) {
   EXPECT_TRUE(ExitedWith(exporter->WaitExit(Millis(30000)), 0)) << exporter->Describe();
 }
 
+// A peer that holds the fabric key but lies about rails: an AddRail beyond
+// the plan, a pair under another pair's index (its rails reordered), a
+// rail it never announced, another generation. Each is refused by name;
+// the real link, its generation and its rails carry on.
+TEST_F(LinkRails, AHostilePeersRailsAreRefusedAndTheRealRailsCarryOn) {
+  ASSERT_NO_FATAL_FAILURE(StartWithRails(""));
+  auto lb = LinkTo(b(), "host-a");
+  ASSERT_TRUE(lb.has_value());
+  const uint64_t generation = lb->generation();
+  const v1::LinkInfo before = LinkAB();
+  // The plan's first and last pairs (canonical order: by names).
+  const std::string first = TcpName(rails_[0].a) + "," + TcpName(rails_[0].b);
+  const std::string last = TcpName(rails_[1].a) + "," + TcpName(rails_[1].b);
+  Child* rogue = StartApp(
+      a(), "peer-rogue",
+      {"--address", b().listen(), "--key", a().key, "--host-id", "host-a", "--expect", "host-b",
+       "--generation", std::to_string(generation), "--pair1", first, "--pair4", last});
+  ASSERT_NE(rogue, nullptr);
+  auto line = rogue->WaitForPrefix("{", Millis(60000));
+  ASSERT_TRUE(line.has_value()) << rogue->Describe();
+  EXPECT_TRUE(ExitedWith(rogue->WaitExit(Millis(10000)), 0)) << *line;
+  EXPECT_EQ(Field(*line, "ok"), 1u) << *line;
+  const struct {
+    const char* what;
+    const char* code;
+    const char* says;
+  } expected[] = {
+      {"beyond", "INVALID", "rail 99 is not in the plan of 4 rails"},
+      {"reordered", "INVALID", "in the canonical order, not"},
+      {"unannounced", "INVALID", "tcp:10.9.9.9"},
+      {"generation", "LINK_DOWN", "no link of generation"},
+  };
+  for (const auto& e : expected) {
+    EXPECT_EQ(StrField(*line, e.what), e.code) << e.what << ": " << *line;
+    EXPECT_NE(StrField(*line, std::string(e.what) + "_message").find(e.says), std::string::npos)
+        << e.what << ": " << *line;
+  }
+  // Nothing of the real link moved: same generation, the same rails up,
+  // and calls still pass over them.
+  const v1::LinkInfo after = LinkAB();
+  EXPECT_EQ(after.state(), "up") << RailsSummary(after);
+  EXPECT_EQ(after.generation(), before.generation()) << RailsSummary(after);
+  EXPECT_TRUE(RailsAsPlanned(after)) << RailsSummary(after);
+  for (const RailAddresses& r : rails_) {
+    const v1::RailInfo* ri = MatchingRail(after, r);
+    ASSERT_NE(ri, nullptr) << RailsSummary(after);
+    EXPECT_EQ(ri->downs(), 0u) << RailsSummary(after);
+  }
+  ASSERT_NO_FATAL_FAILURE(StartCallStream());
+  ExpectStreamClean();
+}
+
 }  // namespace
 }  // namespace mcdma::itest

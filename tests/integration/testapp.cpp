@@ -279,7 +279,8 @@ int main(int argc, char** argv) {
   using namespace mcdma::itest;
   return mcdma::harness::RoleMain(
       "mcdma_testapp",
-      "serve|call|fill|write|verify-read|sustain|garbage|peer-load|peer-raw|resilient-serve|"
+      "serve|call|fill|write|verify-read|sustain|garbage|peer-load|peer-raw|peer-rogue|"
+      "resilient-serve|"
       "resilient-load --socket S ...",
       {{"serve", RunServe},
        {"call", RunCall},
@@ -290,6 +291,7 @@ int main(int argc, char** argv) {
        {"garbage", RunGarbage},
        {"peer-load", RunPeerLoad},
        {"peer-raw", RunPeerRaw},
+       {"peer-rogue", RunPeerRogue},
        {"resilient-serve", RunResilientServe},
        {"resilient-load", RunResilientLoad}},
       argc, argv);

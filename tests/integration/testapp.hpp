@@ -58,6 +58,7 @@ int RunSustain(const Args& args);
 int RunGarbage(const Args& args);
 int RunPeerLoad(const Args& args);
 int RunPeerRaw(const Args& args);
+int RunPeerRogue(const Args& args);
 int RunResilientServe(const Args& args);
 int RunResilientLoad(const Args& args);
 

@@ -154,7 +154,7 @@ TEST_F(DoctorCliTest, JsonIsOneObjectWithEveryKey) {
   Parsed p = ParseJson(r.out);
   ASSERT_TRUE(p.ok) << r.out;
   EXPECT_TRUE(p.healthy);
-  ASSERT_EQ(p.checks.size(), 12u) << r.out;
+  ASSERT_EQ(p.checks.size(), 13u) << r.out;
   for (const auto& c : p.checks) {
     EXPECT_EQ(c.size(), 5u) << c.at("id");
     for (const char* key : {"id", "verdict", "summary", "detail", "fix"})

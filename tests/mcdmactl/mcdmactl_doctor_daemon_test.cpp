@@ -178,6 +178,42 @@ TEST(DoctorChecks, DifferentMtusOnAVerbsLinkWarn) {
   EXPECT_EQ(CheckPathMtu(in)[0].verdict, Verdict::kOk);
 }
 
+// Every RDMA port the daemon opened is one line: a port that is down, or a
+// device whose queue-pair budget (apple-tb5: 10) is nearly spent, warns.
+TEST(DoctorChecks, EveryRdmaPortIsShownWithItsStateGidAndBudgets) {
+  DoctorInputs in = HealthyDaemonHost();
+  in.daemon.links.set_peering(true);
+  EXPECT_EQ(CheckRdmaPorts(in)[0].verdict, Verdict::kSkip);
+  auto add = [&](const char* device, const char* profile, const char* state) {
+    v1::LocalVerbs* v = in.daemon.links.add_devices();
+    v->set_device(device);
+    v->set_port(1);
+    v->set_rail(std::string("verbs:") + device + ":1");
+    v->set_state(state);
+    v->set_gid("0000:0000:0000:0000:0000:ffff:0a00:0b01");
+    v->set_profile(profile);
+    return v;
+  };
+  add("ra1", "linux-rc", "ACTIVE");
+  v1::LocalVerbs* tb5 = add("ra3", "apple-tb5", "ACTIVE");
+  tb5->set_queue_pairs(3);
+  tb5->set_max_queue_pairs(10);
+  v1::LocalVerbs* down = add("ra2", "linux-rc", "DOWN");
+  down->set_port_failure("async event port error");
+  auto r = CheckRdmaPorts(in);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].verdict, Verdict::kOk);
+  EXPECT_TRUE(Has(r[0].summary, "verbs:ra1:1: ACTIVE, GID 0000:0000:0000:0000:0000:ffff:0a00:0b01"))
+      << r[0].summary;
+  EXPECT_EQ(r[1].verdict, Verdict::kOk);
+  EXPECT_TRUE(Has(r[1].summary, "profile apple-tb5, QPs 3/10")) << r[1].summary;
+  EXPECT_EQ(r[2].verdict, Verdict::kWarn);
+  EXPECT_TRUE(Has(r[2].detail, "async event port error")) << r[2].detail;
+  tb5->set_queue_pairs(9);
+  EXPECT_EQ(CheckRdmaPorts(in)[1].verdict, Verdict::kWarn);
+  EXPECT_TRUE(Has(CheckRdmaPorts(in)[1].detail, "nearly spent")) << CheckRdmaPorts(in)[1].detail;
+}
+
 TEST(DoctorBudgets, OkWhenNothingIsNearItsLimit) {
   DoctorInputs in = HealthyDaemonHost();
   v1::Budgets* b = in.daemon.reply.mutable_budgets();

@@ -193,7 +193,7 @@ TEST(DoctorDarwinRun, AMacRunsTheMacChecksInOrder) {
   EXPECT_EQ(ids, (std::vector<std::string>{"config", "thunderbolt_rdma", "cx5_kext", "rdma_device",
                                            "port_active", "gid", "profile", "thunderbolt_bridge",
                                            "memlock", "peer_address", "fabric_key", "daemon",
-                                           "budgets", "peers", "path_mtu", "clock"}));
+                                           "budgets", "peers", "rdma_ports", "path_mtu", "clock"}));
   for (const auto& r : results) {
     EXPECT_NE(r.verdict, Verdict::kFail) << r.id << ": " << r.summary << " / " << r.fix;
   }
@@ -202,7 +202,7 @@ TEST(DoctorDarwinRun, AMacRunsTheMacChecksInOrder) {
   // The same inputs on Linux: no macOS check, the shell's RLIMIT_MEMLOCK.
   in.host_os = platform::Os::kLinux;
   results = RunChecks(in);
-  ASSERT_EQ(results.size(), 12u);
+  ASSERT_EQ(results.size(), 13u);
   EXPECT_EQ(results[1].id, "rdma_device");
   EXPECT_EQ(results[5].id, "memlock");
   EXPECT_TRUE(Has(results[5].summary, "RLIMIT_MEMLOCK")) << results[5].summary;

@@ -189,6 +189,52 @@ TEST_F(McdmactlLinksTest, LinksTableShowsPeerStateTransportAndGeneration) {
   EXPECT_EQ(alias.out, r.out);
 }
 
+// Every RDMA port the daemon opened is a line under the peering line, and
+// an RDMA rail names its profile (one host may mix them).
+TEST_F(McdmactlLinksTest, LinksShowEveryRdmaPortAndEachRdmaRailsProfile) {
+  v1::LinksReply reply = TwoLinks();
+  auto port = [&](const char* device, const char* profile, const char* state, uint32_t qps,
+                  uint32_t max_qps) {
+    v1::LocalVerbs* v = reply.add_devices();
+    v->set_device(device);
+    v->set_port(1);
+    v->set_rail(std::string("verbs:") + device + ":1");
+    v->set_state(state);
+    v->set_gid("0000:0000:0000:0000:0000:ffff:0a00:0b01");
+    v->set_profile(profile);
+    v->set_detected_profile("linux-rc");
+    v->set_active_mtu(1024);
+    v->set_queue_pairs(qps);
+    v->set_max_queue_pairs(max_qps);
+    return v;
+  };
+  port("ra1", "linux-rc", "ACTIVE", 2, 0);
+  port("ra3", "apple-tb5", "DOWN", 1, 10)->set_port_failure("port went down");
+  v1::RailInfo* rail = reply.mutable_links(0)->add_rails();
+  rail->set_index(1);
+  rail->set_name("verbs:ra1:1>verbs:rb1:1");
+  rail->set_transport("verbs");
+  rail->set_profile("linux-rc");
+  rail->set_local("verbs:ra1:1");
+  rail->set_remote("verbs:rb1:1");
+  rail->set_device("ra1");
+  rail->set_peer_device("rb1");
+  rail->set_state("up");
+  fake_.links = reply;
+  Outcome r = Run({"links"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("rdma verbs:ra1:1: ACTIVE, GID 0000:0000:0000:0000:0000:ffff:0a00:0b01, "
+                       "profile linux-rc (device is linux-rc), MTU 1024, QPs 2/-, MRs 0/-\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rdma verbs:ra3:1: DOWN, GID 0000:0000:0000:0000:0000:ffff:0a00:0b01, "
+                       "profile apple-tb5 (device is linux-rc), MTU 1024, QPs 1/10, MRs 0/-, port "
+                       "went down\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rail 1  verbs:ra1:1>verbs:rb1:1 (linux-rc)"), std::string::npos) << r.out;
+}
+
 TEST_F(McdmactlLinksTest, LinksShowEachRailUnderItsLink) {
   fake_.links = TwoLinksWithRails();
   Outcome r = Run({"links"});

@@ -79,8 +79,8 @@ TEST(LinkWire, RefusesWhatBreaksTheRules) {
   bad.type = static_cast<MsgType>(0);
   EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 0"),
             std::string::npos);
-  bad.type = static_cast<MsgType>(9);
-  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 9"),
+  bad.type = static_cast<MsgType>(11);
+  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 11"),
             std::string::npos);
   bad.type = MsgType::kRevokeAck;
   EXPECT_EQ(DecodeError(bad, link_wire::kHeaderBytes + 10), "accepted");
@@ -94,12 +94,22 @@ TEST(LinkWire, RefusesWhatBreaksTheRules) {
   ack.ack = 7;
   EXPECT_EQ(DecodeError(ack, link_wire::kHeaderBytes), "accepted");
   ack.seq = 3;
-  EXPECT_NE(DecodeError(ack, link_wire::kHeaderBytes).find("an ack with a sequence number"),
-            std::string::npos);
+  EXPECT_NE(
+      DecodeError(ack, link_wire::kHeaderBytes).find("an ack or probe with a sequence number"),
+      std::string::npos);
   ack.seq = 0;
   ack.total_len = 4;
-  EXPECT_NE(DecodeError(ack, link_wire::kHeaderBytes + 4).find("an ack with a payload"),
+  EXPECT_NE(DecodeError(ack, link_wire::kHeaderBytes + 4).find("an ack or probe with a payload"),
             std::string::npos);
+  // Rail probes are like acks: outside the sequence, header only.
+  for (MsgType probe : {MsgType::kRailProbe, MsgType::kRailProbeAck}) {
+    Header p;
+    p.type = probe;
+    EXPECT_EQ(DecodeError(p, link_wire::kHeaderBytes), "accepted");
+    p.seq = 1;
+    EXPECT_NE(DecodeError(p, link_wire::kHeaderBytes).find("with a sequence number"),
+              std::string::npos);
+  }
   bad = ok;
   bad.total_len = link_wire::kMaxMessageBytes + 1;
   EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes).find("over the limit"), std::string::npos);

@@ -97,6 +97,26 @@ TEST(MetricFamilies, RailsHaveTheirOwnSeries) {
             std::string::npos);
 }
 
+TEST(MetricFamilies, EveryRdmaPortHasItsStateAndBudgets) {
+  v1::LinksReply links;
+  auto* v = links.add_devices();
+  v->set_device("rdma_en2");
+  v->set_port(1);
+  v->set_profile("apple-tb5");
+  v->set_state("DOWN");
+  v->set_queue_pairs(4);
+  v->set_max_queue_pairs(10);
+  v->set_registrations(7);
+  v->set_max_registrations(100);
+  std::string text = Text(SampleStatus(), links);
+  const std::string port = "{device=\"rdma_en2\",port=\"1\",profile=\"apple-tb5\"}";
+  EXPECT_NE(text.find("mcdma_rdma_port_active" + port + " 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("mcdma_rdma_port_queue_pairs" + port + " 4"), std::string::npos) << text;
+  EXPECT_NE(text.find("mcdma_rdma_port_queue_pairs_max" + port + " 10"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_rdma_port_registrations" + port + " 7"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_rdma_port_registrations_max" + port + " 100"), std::string::npos);
+}
+
 TEST(MetricFamilies, LinksHaveOneStateSeriesPerStateAndTheirCounters) {
   v1::LinksReply links;
   auto* l = links.add_links();

@@ -191,7 +191,10 @@ TEST(TransportChoice, AutoCannotFallBackWhenThePeerOffersNoTcp) {
   EXPECT_TRUE(Has(r.status().message(), "'hostb' offers no tcp")) << r.status().message();
 }
 
-TEST(TransportChoice, AutoChoosesVerbsBetweenCompatibleProfiles) {
+// Between compatible profiles "auto" runs the link itself on tcp, the rail
+// of last resort, and leaves RDMA to the verbs rails (architecture.md §21);
+// only a peer without tcp gets a verbs link.
+TEST(TransportChoice, AutoRunsTheLinkOnTcpAndLeavesRdmaToTheRails) {
   struct Case {
     const char* local;
     const char* remote;
@@ -206,11 +209,18 @@ TEST(TransportChoice, AutoChoosesVerbsBetweenCompatibleProfiles) {
     for (bool tcp : {true, false}) {
       auto r = d::ChooseTransport("auto", kPeer, Device(c.local), Offer(c.remote), tcp);
       ASSERT_TRUE(r.ok()) << c.local << " / " << c.remote << ": " << r.status().ToString();
-      EXPECT_EQ(r->transport, d::Transport::kVerbs);
+      EXPECT_EQ(r->transport, tcp ? d::Transport::kTcp : d::Transport::kVerbs);
       EXPECT_EQ(r->reason.rfind("auto: ", 0), 0u) << r->reason;
       EXPECT_TRUE(Has(r->reason, "rxe1")) << r->reason;
-      EXPECT_TRUE(Has(r->reason, std::string("profile ") + c.local + " / " + c.remote))
-          << r->reason;
+      if (tcp) {
+        EXPECT_TRUE(Has(r->reason, "RDMA rails over every device pair")) << r->reason;
+        EXPECT_TRUE(
+            Has(r->reason, std::string("profile ") + c.local + "; peer profile " + c.remote))
+            << r->reason;
+      } else {
+        EXPECT_TRUE(Has(r->reason, std::string("profile ") + c.local + " / " + c.remote))
+            << r->reason;
+      }
     }
   }
 }

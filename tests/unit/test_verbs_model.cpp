@@ -213,6 +213,26 @@ TEST(VerbsModel, ProfileCapsAreTheStricterOfProfileAndDevice) {
   EXPECT_EQ(ProfileCaps("mac-fast", devs[0]).status().code(), Code::kInvalid);
 }
 
+// apple-tb5 allows about 10 QPs per device; linux-rc none of its own, so
+// the device's max_qp is the budget there, and the smaller of both wins.
+TEST(VerbsModel, QueuePairBudgetIsTheStricterOfProfileAndDevice) {
+  auto devs = Devices();
+  ASSERT_FALSE(devs.empty());
+  DeviceInfo dev = devs[0];
+  dev.max_qp = 0;  // not reported: no limit of the device
+  EXPECT_EQ(ProfileCaps(kProfileLinuxRc, dev)->max_queue_pairs, 0u);
+  EXPECT_EQ(ProfileCaps(kProfileAppleTb5, dev)->max_queue_pairs, 10u);
+  dev.max_qp = 1u << 16;
+  EXPECT_EQ(ProfileCaps(kProfileLinuxRc, dev)->max_queue_pairs, 1u << 16);
+  EXPECT_EQ(ProfileCaps(kProfileMcdmaCx5, dev)->max_queue_pairs, 1u << 16);
+  EXPECT_EQ(ProfileCaps(kProfileAppleTb5, dev)->max_queue_pairs, 10u);
+  dev.max_qp = 4;
+  EXPECT_EQ(ProfileCaps(kProfileAppleTb5, dev)->max_queue_pairs, 4u);
+  auto parsed = ParseDeviceDump("rxe1/attr/max_qp=0x10000\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->front().max_qp, 1u << 16);
+}
+
 TEST(VerbsModel, QpStateMachine) {
   EXPECT_TRUE(CheckQpTransition(QpState::kReset, QpState::kInit).ok());
   EXPECT_TRUE(CheckQpTransition(QpState::kInit, QpState::kRtr).ok());

@@ -125,6 +125,10 @@ int main() {
   Check(a.gid.type == v::GidType::kRoceV2 && v::IsIpv4Mapped(a.gid.value),
         a.dev + " uses its RoCE v2 IPv4-mapped GID", "index " + std::to_string(a.gid.index));
   Check(v::DetectProfile(a.info) == v::kProfileLinuxRc, "rxe is detected as linux-rc");
+  // linux-rc has no QP budget of its own: the device's max_qp is the budget.
+  auto caps = v::ProfileCaps(v::kProfileLinuxRc, a.info);
+  Check(a.info.max_qp > 0 && caps.ok() && caps->max_queue_pairs == a.info.max_qp,
+        a.dev + " reports max_qp, linux-rc's QP budget", std::to_string(a.info.max_qp));
   auto mtu = v::NegotiateMtu(a.info.ports[0].active_mtu, b.info.ports[0].active_mtu);
   Check(mtu.ok(), "path MTU negotiated", mtu.ok() ? std::to_string(*mtu) : mtu.status().ToString());
   if (!mtu.ok()) return 1;

@@ -15,8 +15,19 @@
 //     bytes unchanged; over RC the connection is then down (later posts
 //     fail LINK_DOWN), a streamed refusal leaves it up;
 //   * the peer's QP destroyed: the next SEND ends LINK_DOWN naming the retry
-//     counter (the "crossed cable" symptom).
+//     counter (the "crossed cable" symptom);
+//   * apple-tb5's budget of 10 queue pairs: the 11th endpoint is refused
+//     (NO_MEMORY, naming the budget), a failed Connect and a destroyed
+//     endpoint or connection give theirs back;
+//   * ListActivePorts lists rxe1 and rxe2 port 1;
+//   * last, since it takes the wire away: veth0 down (rxe1 sits on it) shows
+//     as rxe1's port not active, with a reason, within seconds, and takes
+//     its connection down; veth0 up again shows as active, and after the
+//     routes and neighbour entries guest-init made are put back a new
+//     connection carries a message.
 // Prints one PASS/FAIL line per check; exits 0 iff all pass.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -377,6 +388,219 @@ void RunProfile(const std::string& profile) {
   if (q.ok() && profile != v::kProfileAppleTb5) PeerGone(*q, tag);
 }
 
+// apple-tb5 on rxe1: 10 queue pairs at most, each given back however its
+// endpoint ends.
+void QueuePairBudget() {
+  const std::string tag = "[apple-tb5 QP budget]";
+  auto dev = v::VerbsDevice::Open(
+      {.device = "rxe1", .interface = "veth0", .profile = v::kProfileAppleTb5});
+  if (!dev.ok()) return Check(false, tag + " rxe1 opened", dev.status().message());
+  v::VerbsDevice& d = **dev;
+  Check(d.caps().max_queue_pairs == 10, tag + " caps().max_queue_pairs is 10",
+        std::to_string(d.caps().max_queue_pairs));
+  std::vector<std::unique_ptr<d::Endpoint>> eps;
+  mcdma::Status refused;
+  for (int i = 0; i < 12 && refused.ok(); ++i) {
+    auto ep = d.CreateEndpoint();
+    if (ep.ok()) {
+      eps.push_back(std::move(*ep));
+    } else {
+      refused = ep.status();
+    }
+  }
+  Check(eps.size() == 10 && refused.code() == Code::kNoMemory &&
+            refused.message().find("budget of 10 queue pairs") != std::string::npos &&
+            refused.message().find("apple-tb5") != std::string::npos,
+        tag + " 10 endpoints, the 11th refused with NO_MEMORY naming the budget",
+        std::to_string(eps.size()) + " created, then " + refused.ToString());
+  // Each endpoint holds its receive ring and its headers.
+  Check(d.queue_pairs() == 10 && d.registrations() == 20,
+        tag + " queue_pairs() and registrations() count them",
+        std::to_string(d.queue_pairs()) + " QPs, " + std::to_string(d.registrations()) +
+            " registrations");
+  eps.pop_back();
+  auto again = d.CreateEndpoint();
+  Check(again.ok() && d.queue_pairs() == 10, tag + " one endpoint destroyed: the next one succeeds",
+        again.ok() ? std::to_string(d.queue_pairs()) + " in use" : again.status().message());
+  if (again.ok()) eps.push_back(std::move(*again));
+  // Connect consumes the endpoint even when it fails: its QP goes with it.
+  auto bad = eps.back()->Connect("not an endpoint");
+  eps.pop_back();
+  Check(!bad.ok() && d.queue_pairs() == 9 && d.registrations() == 18,
+        tag + " a failed Connect gives its QP and registrations back",
+        std::to_string(d.queue_pairs()) + " QPs, " + std::to_string(d.registrations()) +
+            " registrations");
+  // A connection holds its endpoint's QP until it is destroyed.
+  auto peer = v::VerbsDevice::Open(
+      {.device = "rxe2", .interface = "veth1", .profile = v::kProfileAppleTb5});
+  if (!peer.ok()) return Check(false, tag + " rxe2 opened", peer.status().message());
+  auto far = (*peer)->CreateEndpoint();
+  if (!far.ok()) return Check(false, tag + " rxe2 endpoint", far.status().message());
+  std::string far_info = (*far)->LocalInfo();
+  std::string near_info = eps.back()->LocalInfo();
+  auto conn = eps.back()->Connect(far_info);
+  eps.pop_back();
+  auto far_conn = (*far)->Connect(near_info);
+  uint32_t connected = d.queue_pairs();
+  Check(conn.ok() && far_conn.ok() && connected == 9 && (*peer)->queue_pairs() == 1,
+        tag + " a connection keeps its QP counted",
+        conn.ok() ? std::to_string(connected) + " in use" : conn.status().message());
+  if (conn.ok()) conn->reset();
+  Check(d.queue_pairs() == 8, tag + " a destroyed connection gives its QP back",
+        std::to_string(d.queue_pairs()) + " in use");
+  eps.clear();
+  Check(d.queue_pairs() == 0 && d.registrations() == 0,
+        tag + " nothing left counted once everything is destroyed",
+        std::to_string(d.queue_pairs()) + " QPs, " + std::to_string(d.registrations()) +
+            " registrations");
+}
+
+std::string PortsText(const std::vector<v::PortRef>& ports) {
+  std::string out;
+  for (const v::PortRef& p : ports)
+    out += (out.empty() ? "" : ", ") + p.device + ":" + std::to_string(p.port);
+  return out.empty() ? "none" : out;
+}
+
+bool Listed(const std::vector<v::PortRef>& ports, const std::string& device) {
+  for (const v::PortRef& p : ports)
+    if (p.device == device && p.port == 1) return true;
+  return false;
+}
+
+void ActivePorts() {
+  auto ports = v::ListActivePorts();
+  if (!ports.ok()) return Check(false, "ListActivePorts", ports.status().message());
+  bool ordered = ports->size() >= 2 && (*ports)[0].device == "rxe1" && (*ports)[0].port == 1 &&
+                 (*ports)[1].device == "rxe2" && (*ports)[1].port == 1;
+  Check(ordered, "ListActivePorts lists rxe1 port 1 then rxe2 port 1", PortsText(*ports));
+}
+
+bool Shell(const std::string& command) {
+  int rc = std::system(command.c_str());
+  if (rc != 0) std::printf("  (`%s` exited %d)\n", command.c_str(), rc);
+  return rc == 0;
+}
+
+// Polls `cond` every 10 ms for up to 15 s after `start`; the seconds from
+// `start` until it held, or -1.
+template <typename Cond>
+double WaitFor(Cond cond,
+               std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now()) {
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15)) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f s", s);
+  return s < 0 ? "not within 15 s" : buf;
+}
+
+// One 64-byte message rxe1 -> rxe2 over `p`, bytes checked.
+bool OneMessage(Pair& p, std::string& why) {
+  auto ma = Allocate(*p.a, 4096, 0);
+  auto mb = Allocate(*p.b, 4096, 0);
+  if (!ma.ok() || !mb.ok()) {
+    why = "buffers";
+    return false;
+  }
+  for (int i = 0; i < 64; ++i) ma->bytes.get()[i] = static_cast<std::byte>(i + 1);
+  mcdma::Status st = p.cb->PostRecv(1, {mb->regions[0].get(), 0, 4096});
+  if (st.ok()) st = p.ca->PostSend(2, {ma->regions[0].get(), 0, 64});
+  if (!st.ok()) {
+    why = st.message();
+    return false;
+  }
+  std::vector<d::WorkCompletion> wa, wb;
+  if (!PollUntil(p, wa, wb, [&] { return !wa.empty() && !wb.empty(); })) {
+    why = "no completion within 20 s";
+    return false;
+  }
+  if (wa[0].code != Code::kOk || wb[0].code != Code::kOk || wb[0].byte_len != 64) {
+    why = wa[0].detail + " / " + wb[0].detail;
+    return false;
+  }
+  if (std::memcmp(ma->bytes.get(), mb->bytes.get(), 64) != 0) {
+    why = "bytes differ";
+    return false;
+  }
+  return true;
+}
+
+// veth0 down and up again, watched through rxe1's port. Runs last: taking a
+// veth end down drops the routes and neighbour entries guest-init made on
+// it, which are put back here so the steps after this binary still work.
+void PortGoesDownAndComesBack() {
+  const std::string tag = "[port state]";
+  if (geteuid() != 0) {
+    std::printf("SKIP %s needs root to take veth0 down\n", tag.c_str());
+    return;
+  }
+  auto p = Connect(v::kProfileLinuxRc);
+  if (!p.ok()) return Check(false, tag + " rxe1/rxe2 connected", p.status().message());
+  Check(p->a->port_active() && p->a->port_failure().empty(), tag + " rxe1 port 1 active at open",
+        p->a->port_failure());
+  auto down_at = std::chrono::steady_clock::now();
+  if (!Shell("ip link set veth0 down")) return Check(false, tag + " ip link set veth0 down");
+  double down = WaitFor([&] { return !p->a->port_active(); }, down_at);
+  std::string failure = p->a->port_failure();
+  Check(down >= 0 && !failure.empty(), tag + " veth0 down: rxe1's port is not active",
+        "after " + Seconds(down) + ": " + failure);
+  // rxe sends PORT_ERR as it takes the port down; the read-back may get
+  // there first, the event's meaning must win once it is in.
+  double named = WaitFor(
+      [&] { return p->a->port_failure().find("port went down") != std::string::npos; }, down_at);
+  Check(named >= 0, tag + " port_failure() gives the PORT_ERR event's meaning",
+        "after " + Seconds(named) + ": " + p->a->port_failure());
+  auto ports = v::ListActivePorts();
+  Check(ports.ok() && !Listed(*ports, "rxe1"), tag + " ListActivePorts leaves rxe1 out",
+        ports.ok() ? PortsText(*ports) : ports.status().message());
+  d::WorkCompletion wcs[8];
+  (void)p->ca->Poll(wcs);
+  auto la = Allocate(*p->a, 4096, 0);
+  mcdma::Status st = la.ok() ? p->ca->PostSend(1, {la->regions[0].get(), 0, 16})
+                             : mcdma::Status(Code::kNoMemory, "buffer");
+  Check(st.code() == Code::kLinkDown && st.message().find("port") != std::string::npos,
+        tag + " the connection on rxe1 is down, naming the port", st.ToString());
+  auto up_at = std::chrono::steady_clock::now();
+  const bool up_ok =
+      Shell("ip link set veth0 up") &&
+      Shell("ip route replace 10.0.1.2/32 dev veth0 src 10.0.1.1 table 10") &&
+      Shell("ip route replace 10.0.1.1/32 dev veth1 src 10.0.1.2 table 11") &&
+      Shell(
+          "ip neigh replace 10.0.1.2 lladdr \"$(cat /sys/class/net/veth1/address)\" dev veth0 "
+          "nud permanent") &&
+      Shell(
+          "ip neigh replace 10.0.1.1 lladdr \"$(cat /sys/class/net/veth0/address)\" dev veth1 "
+          "nud permanent");
+  double up = WaitFor([&] { return p->a->port_active(); }, up_at);
+  Check(up_ok && up >= 0 && p->a->port_failure().empty(),
+        tag + " veth0 up: rxe1's port is active again, no failure",
+        "after " + Seconds(up) + (p->a->port_failure().empty() ? "" : ": " + p->a->port_failure()));
+  p->ca.reset();
+  p->cb.reset();
+  // A new connection over the restored wire (the RoCE GID may take a moment
+  // to come back with the interface).
+  std::string why = "never connected";
+  bool carried = false;
+  double took = WaitFor([&] {
+    auto q = Connect(v::kProfileLinuxRc);
+    if (!q.ok()) {
+      why = q.status().message();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return false;
+    }
+    carried = OneMessage(*q, why);
+    return true;
+  });
+  Check(took >= 0 && carried, tag + " after veth0 up: a new connection carries a message",
+        carried ? "after " + Seconds(took) : why);
+}
+
 int Run(int argc, char** argv) {
   std::vector<std::string> profiles = {v::kProfileLinuxRc, v::kProfileMcdmaCx5,
                                        v::kProfileAppleTb5};
@@ -395,6 +619,9 @@ int Run(int argc, char** argv) {
             c.ok() ? "connected" : c.status().message());
     }
   }
+  QueuePairBudget();
+  ActivePorts();
+  PortGoesDownAndComesBack();
   std::printf("%s: %d failure(s)\n", failures == 0 ? "PASS" : "FAIL", failures);
   return failures == 0 ? 0 : 1;
 }

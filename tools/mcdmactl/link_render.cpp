@@ -95,8 +95,13 @@ std::string RailNameCell(const v1::RailInfo& rail) {
   if (rail.local().empty() && rail.index() == 0) {
     return Cell(rail.transport().empty() ? "?" : rail.transport(), 16) + " (link)";
   }
-  if (!rail.name().empty()) return Cell(rail.name(), 64);
-  return Cell(rail.local(), 31) + ">" + Cell(rail.remote(), 31);
+  // An RDMA rail says its profile: one host may mix them (apple-tb5
+  // devices and a ConnectX).
+  std::string profile = rail.transport() == "verbs" && !rail.profile().empty()
+                            ? " (" + Cell(rail.profile(), 16) + ")"
+                            : "";
+  if (!rail.name().empty()) return Cell(rail.name(), 64) + profile;
+  return Cell(rail.local(), 31) + ">" + Cell(rail.remote(), 31) + profile;
 }
 
 // "down, retry in 1.0s" while a held-down rail waits for its next probe.
@@ -168,6 +173,29 @@ void PrintPeeringLine(const v1::LinksReply& reply, std::ostream& out) {
   }
 }
 
+// One line per RDMA device port (each a verbs rail of every link): its
+// state, GID, profile and budgets in use.
+void PrintRdmaPorts(const v1::LinksReply& reply, std::ostream& out) {
+  if (!reply.peering()) return;
+  if (reply.devices().empty()) {
+    if (!reply.verbs().reason().empty())
+      out << "rdma: none (" << Cell(reply.verbs().reason(), 200) << ")\n";
+    return;
+  }
+  auto budget = [](uint32_t used, uint32_t most) {
+    return Num(used) + "/" + (most == 0 ? std::string("-") : Num(most));
+  };
+  for (const v1::LocalVerbs& v : reply.devices()) {
+    out << "rdma " << Cell(v.rail(), 80) << ": " << Cell(v.state(), 16) << ", GID "
+        << Cell(v.gid(), 64) << ", profile " << Cell(v.profile(), 16) << " (device is "
+        << Cell(v.detected_profile(), 16) << "), MTU " << Num(v.active_mtu()) << ", QPs "
+        << budget(v.queue_pairs(), v.max_queue_pairs()) << ", MRs "
+        << budget(v.registrations(), v.max_registrations());
+    if (!v.port_failure().empty()) out << ", " << Cell(v.port_failure(), kLastErrorWidth);
+    out << '\n';
+  }
+}
+
 }  // namespace
 
 RttStats ComputeRttStats(std::vector<double> rtt_us) {
@@ -182,6 +210,7 @@ RttStats ComputeRttStats(std::vector<double> rtt_us) {
 Status RenderLinks(const v1::LinksReply& reply, OutputFormat format, std::ostream& out) {
   if (format == OutputFormat::kJson) return WriteJson(reply, out);
   PrintPeeringLine(reply, out);
+  PrintRdmaPorts(reply, out);
   if (reply.links().empty()) {
     out << "no links\n";
     return Status::Ok();

@@ -71,6 +71,11 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
                  "a tcp rail of this host: ADDRESS, an IP address of a local interface that "
                  "carries data connections of links besides their own (repeatable; adds to the "
                  "config file's [[rail]] list; named tcp:ADDRESS)");
+  std::vector<std::string> rdma_flags;
+  app.add_option("--rdma", rdma_flags,
+                 "an RDMA device port to open, each a verbs rail: "
+                 "device=NAME[,port=N][,profile=P][,interface=IF][,gid-index=N] (repeatable; adds "
+                 "to the config file's [[rdma]] list)");
   std::vector<std::string> reserve_flags;
   app.add_option("--reserve", reserve_flags,
                  "reserve export and service names starting with PREFIX for the sessions of "
@@ -109,6 +114,14 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
       return 2;
     }
     options.rails.push_back(std::move(rail).value());
+  }
+  for (const std::string& text : rdma_flags) {
+    auto r = ParseRdmaFlag(text);
+    if (!r.ok()) {
+      std::fprintf(stderr, "mcdma-rpcd: %s\n", r.status().message().c_str());
+      return 2;
+    }
+    options.rdma.push_back(std::move(r).value());
   }
   for (const std::string& text : reserve_flags) {
     auto r = ParseReservation(text);

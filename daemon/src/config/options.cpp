@@ -6,11 +6,15 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string_view>
+#include <type_traits>
 
 #include "config/option_table.hpp"
 #include "mcdma_auth/peer_auth.hpp"
@@ -111,6 +115,37 @@ Status LoadRails(const toml::node& node, std::vector<RailConfig>& rails) {
   return Status::Ok();
 }
 
+// [[rdma]] tables: device, port, profile, interface, gid_index. Checked by
+// Validate(), as --rdma's are.
+Status LoadRdma(const toml::node& node, std::vector<RdmaConfig>& out) {
+  const toml::array* list = node.as_array();
+  if (list == nullptr) return Status(Code::kInvalid, "rdma: expected [[rdma]] tables");
+  for (size_t i = 0; i < list->size(); ++i) {
+    std::string where = "rdma[" + std::to_string(i) + "]";
+    const toml::table* t = (*list)[i].as_table();
+    if (t == nullptr) return Status(Code::kInvalid, where + ": expected a table");
+    RdmaConfig r;
+    for (const auto& [k, v] : *t) {
+      std::string key = where + "." + std::string(k.str());
+      if (k.str() == "device") {
+        MCDMA_RETURN_IF_ERROR(SetString(v, key, r.device));
+      } else if (k.str() == "port") {
+        MCDMA_RETURN_IF_ERROR(SetInteger(v, key, r.port));
+      } else if (k.str() == "profile") {
+        MCDMA_RETURN_IF_ERROR(SetString(v, key, r.profile));
+      } else if (k.str() == "interface") {
+        MCDMA_RETURN_IF_ERROR(SetString(v, key, r.interface));
+      } else if (k.str() == "gid_index") {
+        MCDMA_RETURN_IF_ERROR(SetInteger(v, key, r.gid_index));
+      } else {
+        return Status(Code::kInvalid, key + ": unknown configuration key");
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return Status::Ok();
+}
+
 // [[reserve]] tables: prefix, uid.
 Status LoadReservations(const toml::node& node, std::vector<NameReservation>& out) {
   const toml::array* list = node.as_array();
@@ -153,6 +188,10 @@ Status Walk(const toml::table& table, const std::string& prefix, Options& option
     }
     if (key == "rail") {
       MCDMA_RETURN_IF_ERROR(LoadRails(node, options.rails));
+      continue;
+    }
+    if (key == "rdma") {
+      MCDMA_RETURN_IF_ERROR(LoadRdma(node, options.rdma));
       continue;
     }
     if (const toml::table* sub = node.as_table()) {
@@ -223,6 +262,38 @@ Status ValidateRails(std::vector<RailConfig>& rails) {
   return Status::Ok();
 }
 
+// The [[rdma]] list: at most kMaxRdmaDevices, each a device name and a
+// port in 1..255, a known profile, no (device, port) twice.
+Status ValidateRdma(const std::vector<RdmaConfig>& list) {
+  if (list.size() > kMaxRdmaDevices)
+    return Status(Code::kInvalid, "rdma: " + std::to_string(list.size()) +
+                                      " device ports listed; at most " +
+                                      std::to_string(kMaxRdmaDevices));
+  std::set<std::pair<std::string, uint32_t>> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const RdmaConfig& r = list[i];
+    std::string where = "rdma[" + std::to_string(i) + "]";
+    if (r.device.empty() || r.device.size() > 64 ||
+        r.device.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789._-") != std::string::npos)
+      return Status(Code::kInvalid,
+                    where + ".device: '" + r.device + "': 1..64 characters of [A-Za-z0-9._-]");
+    if (r.port < 1 || r.port > 255)
+      return Status(Code::kInvalid,
+                    where + ".port: " + std::to_string(r.port) + " is not in 1..255");
+    if (!r.profile.empty() && r.profile != "linux-rc" && r.profile != "mcdma-cx5" &&
+        r.profile != "apple-tb5")
+      return Status(Code::kInvalid, where + ".profile: '" + r.profile +
+                                        "': expected linux-rc, mcdma-cx5 or apple-tb5");
+    if (r.gid_index < -1 || r.gid_index > 65535)
+      return Status(Code::kInvalid, where + ".gid_index: must be in -1..65535");
+    if (!seen.emplace(r.device, r.port).second)
+      return Status(Code::kInvalid, where + ": device " + r.device + " port " +
+                                        std::to_string(r.port) + " is listed twice");
+  }
+  return Status::Ok();
+}
+
 Status ValidatePeering(Options& o) {
   if (auto hp = SplitHostPort(o.listen, kDefaultPeerPort); !hp.ok())
     return Status(Code::kInvalid, "listen: " + hp.status().message());
@@ -254,6 +325,45 @@ Status ValidatePeering(Options& o) {
 }
 
 }  // namespace
+
+Result<RdmaConfig> ParseRdmaFlag(const std::string& text) {
+  RdmaConfig r;
+  const std::string usage =
+      "--rdma " + text + ": expected device=NAME[,port=N][,profile=P][,interface=IF][,gid-index=N]";
+  std::istringstream parts(text);
+  std::string part;
+  while (std::getline(parts, part, ',')) {
+    size_t eq = part.find('=');
+    if (eq == std::string::npos) return Status(Code::kInvalid, usage);
+    std::string key = part.substr(0, eq);
+    std::string value = part.substr(eq + 1);
+    auto number = [&](auto& field, long lo, long hi) -> Status {
+      char* end = nullptr;
+      errno = 0;
+      long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+        return Status(Code::kInvalid, usage + " (" + key + " '" + value + "' is not a number in " +
+                                          std::to_string(lo) + ".." + std::to_string(hi) + ")");
+      field = static_cast<std::remove_reference_t<decltype(field)>>(v);
+      return Status::Ok();
+    };
+    if (key == "device") {
+      r.device = value;
+    } else if (key == "port") {
+      MCDMA_RETURN_IF_ERROR(number(r.port, 1, 255));
+    } else if (key == "profile") {
+      r.profile = value;
+    } else if (key == "interface") {
+      r.interface = value;
+    } else if (key == "gid-index") {
+      MCDMA_RETURN_IF_ERROR(number(r.gid_index, -1, 65535));
+    } else {
+      return Status(Code::kInvalid, usage + " (unknown key '" + key + "')");
+    }
+  }
+  if (r.device.empty()) return Status(Code::kInvalid, usage + " (device= is missing)");
+  return r;
+}
 
 std::optional<uint32_t> ReservedFor(const std::vector<NameReservation>& reservations,
                                     const std::string& name) {
@@ -329,6 +439,7 @@ Status Validate(Options& o) {
                                         "': 1..128 characters of [A-Za-z0-9._:/-]");
     }
   }
+  MCDMA_RETURN_IF_ERROR(ValidateRdma(o.rdma));
   return ValidatePeering(o);
 }
 

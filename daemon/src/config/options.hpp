@@ -41,6 +41,24 @@ struct RailConfig {
   std::string address;
 };
 
+// One RDMA device port this host opens ([[rdma]] in the TOML file, --rdma
+// on the command line). Each is announced to peers as a verbs rail named
+// "verbs:DEVICE:PORT" (docs/architecture.md §21).
+struct RdmaConfig {
+  std::string device;  // "rxe0", "mlx5_1", "rdma_en2"
+  uint32_t port = 1;
+  // "linux-rc", "mcdma-cx5", "apple-tb5"; empty: verbs.profile, else the
+  // device's own.
+  std::string profile;
+  // The interface whose RoCE v2 IPv4-mapped GID the port uses; empty: any.
+  std::string interface;
+  // GID index used when no RoCE v2 IPv4-mapped GID matches; -1: none.
+  int32_t gid_index = -1;
+};
+
+// The most RDMA device ports one daemon opens.
+inline constexpr size_t kMaxRdmaDevices = 8;
+
 // Export and service names that start with `prefix` may be taken only by
 // sessions of `uid` ([[reserve]] in the TOML file, --reserve on the command
 // line). Unreserved names are first come, first served. The longest
@@ -161,7 +179,16 @@ struct Options {
   // Device profile ("linux-rc", "mcdma-cx5", "apple-tb5"); empty: detected.
   // A stricter profile than the device's is honoured (architecture.md §17).
   std::string verbs_profile;
+  // The device ports to open, each a verbs rail. Empty: verbs.device (with
+  // verbs.port, verbs.interface, verbs.gid_index) when set, else every
+  // device port that is ACTIVE at start (each with verbs.profile and
+  // verbs.gid_index).
+  std::vector<RdmaConfig> rdma;
 };
+
+// Parses a --rdma value: device=NAME[,port=N][,profile=P][,interface=IF]
+// [,gid-index=N].
+Result<RdmaConfig> ParseRdmaFlag(const std::string& text);
 
 // Parses "host[:port]" ("[v6]:port" for IPv6); port default `default_port`.
 Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& text,

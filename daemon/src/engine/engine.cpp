@@ -13,17 +13,29 @@ constexpr auto kMaxSleep = std::chrono::milliseconds(100);
 constexpr auto kBacklogPoll = std::chrono::milliseconds(1);
 }  // namespace
 
-Engine::Engine(Options options, Devices devices, LocalVerbsInfo verbs_info)
+Engine::Engine(Options options, Devices devices, std::vector<RdmaPort> rdma, std::string no_rdma)
     : options_(std::move(options)),
       segment_tag_(SegmentTag(options_.socket)),
       devices_(std::move(devices)),
-      verbs_info_(std::move(verbs_info)),
+      rdma_(std::move(rdma)),
       users_(UserBudget{
           options_.per_user_sessions, options_.per_user_buffers,
           options_.per_user_bytes != 0 ? options_.per_user_bytes : kDefaultPerUserBytes}) {
+  if (rdma_.size() > kMaxRdmaPorts) rdma_.resize(kMaxRdmaPorts);  // Validate() allows no more
+  for (size_t k = 0; k < rdma_.size(); ++k) {
+    rdma_[k].info.slot = static_cast<uint8_t>(kFirstRdmaSlot + k);
+    rdma_infos_.push_back(rdma_[k].info);
+  }
+  if (!rdma_infos_.empty()) {
+    verbs_info_ = rdma_infos_.front();
+  } else {
+    verbs_info_.reason = std::move(no_rdma);
+  }
   // The link transports progress on threads of their own and ring us when a
   // connection has something to reap.
-  for (driver::Device* d : {device(Transport::kTcp), device(Transport::kVerbs)}) {
+  std::vector<driver::Device*> link_devices = {device(Transport::kTcp)};
+  for (const RdmaPort& p : rdma_) link_devices.push_back(p.device.get());
+  for (driver::Device* d : link_devices) {
     if (d == nullptr) continue;
     d->SetNotifier([this] {
       link_pending_.store(true);

@@ -123,16 +123,26 @@ struct PeerGrant {
   using Piece = RemotePiece;
   std::vector<Piece> pieces;              // offset order, covering [0, length)
   std::optional<uint64_t> expires_in_ms;  // with a TTL; at least 1
+  // The same, as each link device reaches them: "tcp" and each RDMA
+  // device's name (the one asked for is `pieces`).
+  std::map<std::string, std::vector<Piece>> keys;
 };
 
 class Engine {
  public:
   // One device per transport. Loop (required) carries transfers between
-  // sessions here; tcp carries links to peers, null when peering is off;
-  // verbs carries verbs links, null without a usable RDMA device
-  // (`verbs_info` says why).
+  // sessions here; tcp carries links to peers, null when peering is off.
+  // The verbs entry is unused: RDMA devices come as `rdma`.
   using Devices = std::array<std::unique_ptr<driver::Device>, kTransportCount>;
-  Engine(Options options, Devices devices, LocalVerbsInfo verbs_info = {});
+  // An RDMA device port the daemon opened: a verbs rail of every link.
+  struct RdmaPort {
+    std::unique_ptr<driver::Device> device;
+    LocalVerbsInfo info;
+  };
+  // `rdma`: at most kMaxRdmaPorts; the first is the one links with
+  // transport "verbs" start on. `no_rdma` says why there is none.
+  Engine(Options options, Devices devices, std::vector<RdmaPort> rdma = {},
+         std::string no_rdma = "no RDMA device was opened");
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -178,9 +188,18 @@ class Engine {
   // ---- Links (engine_link.cpp, engine_peer.cpp); engine thread only ----
   // `transport`: tcp or verbs.
   Result<std::unique_ptr<driver::Endpoint>> CreateLinkEndpoint(Transport transport);
-  bool has_verbs() const { return device(Transport::kVerbs) != nullptr; }
-  // Fixed after construction: readable from any thread.
+  bool has_verbs() const { return !rdma_.empty(); }
+  // Fixed after construction: readable from any thread. The first RDMA
+  // device port (or, when there is none, why), and all of them.
   const LocalVerbsInfo& verbs_info() const { return verbs_info_; }
+  const std::vector<LocalVerbsInfo>& rdma_ports() const { return rdma_infos_; }
+  // The device of an RDMA port (its slot), for status displays and port
+  // watches from any thread: the devices outlive every caller (the engine
+  // is stopped last). Null for a slot that is no RDMA port.
+  driver::Device* rdma_device(uint8_t slot) const {
+    size_t k = slot - size_t{kFirstRdmaSlot};
+    return slot >= kFirstRdmaSlot && k < rdma_.size() ? rdma_[k].device.get() : nullptr;
+  }
   // Takes over a connected link. An older link of the same (peer, origin) is
   // dropped first (its operations fail LINK_DOWN). Returns the link id.
   Result<uint64_t> InstallLink(const LinkSpec& spec, std::unique_ptr<driver::Connection> conn);
@@ -193,6 +212,8 @@ class Engine {
   // rails.
   Result<std::unique_ptr<driver::Endpoint>> CreateRailEndpoint(const std::string& local_address,
                                                                std::chrono::milliseconds timeout);
+  // A verbs endpoint on the RDMA port of `slot` (a rail of that device).
+  Result<std::unique_ptr<driver::Endpoint>> CreateRdmaEndpoint(uint8_t slot);
   // Adds (or replaces) rail spec.index of link `link_id` with a connected
   // connection; LINK_DOWN when the link is gone.
   Status AddRail(uint64_t link_id, const RailSpec& spec, std::unique_ptr<driver::Connection> conn);
@@ -204,8 +225,10 @@ class Engine {
   // broke without its interface going down). Returns how many.
   size_t TakeStalledRailsDown(std::chrono::milliseconds stalled_after);
   // Called (on the engine thread) when a rail of a live link went down.
+  // `never_up`: it failed its probe (the pair does not reach).
   void SetRailDownHandler(
-      std::function<void(uint64_t link_id, uint32_t index, const std::string& why)> fn) {
+      std::function<void(uint64_t link_id, uint32_t index, const std::string& why, bool never_up)>
+          fn) {
     on_rail_down_ = std::move(fn);
   }
   // Drops every link to `peer` (Goodbye, removal).
@@ -312,6 +335,16 @@ class Engine {
                  Reason reason = Reason::kNone);
   bool PumpBacklog(EngineLink& l);
   bool PostFragments(EngineLink& l, Rail& r, EngineLink::Outgoing& m);
+  // Posts a header-only message (a rail probe or its answer) on `r`
+  // outside the link's sequence; false when no send slot is free.
+  bool PostBare(EngineLink& l, Rail& r, link_wire::MsgType type);
+  // Answers owed probes, fails rails whose probe went unanswered.
+  void ProgressProbes(EngineLink& l, Clock::time_point now);
+  // A probe or its answer received on `r`; false for any other message.
+  bool OnRailProbe(EngineLink& l, Rail& r, const link_wire::Header& h);
+  // The local registration of `buf` with the device of `r`, made at its
+  // first use there; null (with `why`) when the device refuses it.
+  const Registration* LocalRegFor(BufferRecord& buf, const Rail& r, std::string* why);
   void FailLink(EngineLink& l, Code code, const std::string& why);
   void OnFragment(EngineLink& l, Rail& r, uint32_t slot, uint32_t len);
   // A whole message: its ack, then in sequence order to Dispatch.
@@ -374,7 +407,18 @@ class Engine {
   // so that the next daemon on this socket can remove what this one leaves.
   std::string segment_tag_;
   Devices devices_;
-  driver::Device* device(Transport t) const { return devices_[static_cast<size_t>(t)].get(); }
+  std::vector<RdmaPort> rdma_;
+  std::vector<LocalVerbsInfo> rdma_infos_;
+  // The device of a transport (verbs: the first RDMA port), or of a slot.
+  driver::Device* device(Transport t) const {
+    return t == Transport::kVerbs ? rdma_device(kFirstRdmaSlot)
+                                  : devices_[static_cast<size_t>(t)].get();
+  }
+  driver::Device* device_at(uint8_t slot) const {
+    return slot == kLoopSlot  ? device(Transport::kLoop)
+           : slot == kTcpSlot ? device(Transport::kTcp)
+                              : rdma_device(slot);
+  }
   // The loop channel: local one-sided transfers are posted on `local_` and
   // name the target's registration as remote memory, exactly as a transfer
   // to a peer names the peer's. `local_peer_` is the other end.
@@ -384,7 +428,7 @@ class Engine {
   LinkTable links_;
   std::atomic<bool> link_pending_{false};  // set by the link transport's thread
   std::function<void(uint64_t, const std::string&)> on_link_down_;
-  std::function<void(uint64_t, uint32_t, const std::string&)> on_rail_down_;
+  std::function<void(uint64_t, uint32_t, const std::string&, bool)> on_rail_down_;
   std::unordered_map<uint64_t, PeerService> peer_services_;  // by local service id
 
   std::thread thread_;

@@ -306,16 +306,22 @@ void Engine::RemoveExport(const std::string& name, Code reason) {
       h.type = link_wire::MsgType::kRevoke;
       h.target = e.id;
       SendMessage(*l, h, {});
-      if (l->verbs()) drain.waiting.insert(l->id);
+      if (l->has_rdma()) drain.waiting.insert(l->id);
     }
   }
-  if (!e.access(Transport::kVerbs).empty() && !drain.waiting.empty()) {
-    drain.registration = std::move(e.access(Transport::kVerbs));
+  // The RDMA registrations wait for the peers' acks: a NIC access that
+  // finds them gone would fail the peer's queue pair, not just the access.
+  for (uint8_t slot = kFirstRdmaSlot; slot < kDeviceSlots; ++slot) {
+    Registration& reg = e.access_at(slot);
+    if (reg.empty()) continue;
+    if (!drain.waiting.empty()) drain.registrations.push_back(std::move(reg));
+    reg.pieces.clear();
+  }
+  if (!drain.registrations.empty()) {
     drain.buffer = e.buffer;
     drain.deadline = Clock::now() + kRevokeDrainLimit;
     registry_.AddDrain(e.id, std::move(drain));
   }
-  e.access(Transport::kVerbs).pieces.clear();
   if (Session* owner = FindSession(e.owner)) owner->exports.erase(name);
   spdlog::get("engine")->debug("export '{}' removed ({})", name, CodeName(reason));
 }

@@ -60,6 +60,12 @@ Result<uint64_t> Engine::InstallLink(const LinkSpec& spec,
   auto r = std::make_unique<Rail>();
   r->spec.index = 0;
   r->spec.transport = spec.transport;
+  r->spec.slot = SlotOf(spec.transport);
+  r->spec.peer_device = spec.peer_device;
+  if (spec.transport == Transport::kVerbs) {
+    r->spec.device = verbs_info_.device;
+    r->spec.port = verbs_info_.port;
+  }
   r->conn = std::move(conn);
   r->device = device(spec.transport);
   if (r->device == nullptr)
@@ -250,8 +256,9 @@ bool Engine::ProgressLinks() {
     EngineLink& l = *lp;
     for (auto& r : l.rails) {
       if (l.failed) break;
-      if (r != nullptr && r->up()) did |= ProgressRail(l, *r);
+      if (r != nullptr && r->live()) did |= ProgressRail(l, *r);
     }
+    if (!l.failed) ProgressProbes(l, Clock::now());
     if (!l.failed && l.delivered > l.ack_sent &&
         (l.delivered - l.ack_sent >= kAckEvery || l.bytes_since_ack >= kAckEveryBytes)) {
       link_wire::Header h;
@@ -308,7 +315,9 @@ void Engine::OnFragment(EngineLink& l, Rail& r, uint32_t slot, uint32_t len) {
     return;
   }
   const auto& complete = *message;
-  if (complete) Deliver(l, complete->header, complete->payload);
+  if (!complete) return;
+  if (OnRailProbe(l, r, complete->header)) return;
+  Deliver(l, complete->header, complete->payload);
 }
 
 void Engine::ProcessAck(EngineLink& l, uint64_t ack) {
@@ -382,11 +391,10 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
         }
       }
       // The owner keeps its memory registered until we say none of our
-      // RDMA accesses to it is still posted.
-      if (l.verbs()) {
-        transfers_.OweRevokeAck(l.id, h.target);
-        SendRevokeAcks();
-      }
+      // RDMA accesses to it is still posted (a link with RDMA rails; the
+      // ack is harmless where it waits for none).
+      transfers_.OweRevokeAck(l.id, h.target);
+      SendRevokeAcks();
       break;
     case link_wire::MsgType::kRevokeAck:
       registry_.AckDrain(h.target, l.id);
@@ -403,6 +411,8 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
       break;
     }
     case link_wire::MsgType::kAck:
+    case link_wire::MsgType::kRailProbe:  // taken on their rail (OnFragment)
+    case link_wire::MsgType::kRailProbeAck:
       break;
   }
 }

@@ -93,20 +93,36 @@ Result<PeerGrant> Engine::ResolveForPeer(const std::string& peer_host, const std
   if (device(Transport::kTcp) == nullptr) return Status(Code::kUnavailable, "peering is off");
   if (transport == Transport::kVerbs && device(Transport::kVerbs) == nullptr)
     return Status(Code::kUnavailable, "no verbs transport here: " + verbs_info_.reason);
-  Registration& reg = e.access(transport);
-  if (reg.empty()) {
-    uint32_t access = (e.allow_read ? driver::kAccessRemoteRead : 0) |
-                      (e.allow_write ? driver::kAccessRemoteWrite : 0);
-    MCDMA_ASSIGN_OR_RETURN(
-        reg,
-        RegisterPieces(*device(transport), e.buffer->segment.data() + e.offset, e.length, access));
+  const uint32_t access = (e.allow_read ? driver::kAccessRemoteRead : 0) |
+                          (e.allow_write ? driver::kAccessRemoteWrite : 0);
+  PeerGrant grant{e.id, e.length, e.allow_read, e.allow_write, {}, std::nullopt, {}};
+  // Registered with every link device, so that any rail can carry the
+  // peer's accesses: tcp, then each RDMA port. Only the device the peer
+  // asked for must succeed; a port whose budget is spent is left out.
+  std::vector<std::pair<uint8_t, std::string>> slots = {{kTcpSlot, std::string(kTcpKeys)}};
+  for (const LocalVerbsInfo& p : rdma_infos_) slots.emplace_back(p.slot, p.device);
+  const uint8_t asked = SlotOf(transport);
+  for (const auto& [slot, key] : slots) {
+    Registration& reg = e.access_at(slot);
+    if (reg.empty()) {
+      auto made =
+          RegisterPieces(*device_at(slot), e.buffer->segment.data() + e.offset, e.length, access);
+      if (!made.ok()) {
+        if (slot == asked) return made.status();
+        spdlog::get("engine")->warn("export '{}' is not granted over {} to '{}': {}", name, key,
+                                    peer_host, made.status().message());
+        continue;
+      }
+      reg = std::move(made).value();
+    }
+    std::vector<PeerGrant::Piece>& pieces = grant.keys[key];
+    for (size_t i = 0; i < reg.pieces.size(); ++i) {
+      const auto& mr = reg.pieces[i];
+      pieces.push_back({i * reg.piece_bytes, mr->length(), mr->RemoteAddr(0), mr->rkey()});
+    }
+    if (slot == asked) grant.pieces = pieces;
   }
   e.resolved_by.insert(peer_host);
-  PeerGrant grant{e.id, e.length, e.allow_read, e.allow_write, {}, std::nullopt};
-  for (size_t i = 0; i < reg.pieces.size(); ++i) {
-    const auto& mr = reg.pieces[i];
-    grant.pieces.push_back({i * reg.piece_bytes, mr->length(), mr->RemoteAddr(0), mr->rkey()});
-  }
   if (e.expires) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*e.expires - Clock::now());
     grant.expires_in_ms = static_cast<uint64_t>(std::max<int64_t>(left.count(), 1));

@@ -70,6 +70,12 @@ Result<std::unique_ptr<driver::Endpoint>> Engine::CreateRailEndpoint(
   return tcp->CreateEndpointOn(local_address, timeout);
 }
 
+Result<std::unique_ptr<driver::Endpoint>> Engine::CreateRdmaEndpoint(uint8_t slot) {
+  driver::Device* dev = rdma_device(slot);
+  if (dev == nullptr) return Status(Code::kInvalid, "no RDMA port in slot " + std::to_string(slot));
+  return dev->CreateEndpoint();
+}
+
 Status Engine::AddRail(uint64_t link_id, const RailSpec& spec,
                        std::unique_ptr<driver::Connection> conn) {
   EngineLink* l = FindLink(link_id);
@@ -91,23 +97,81 @@ Status Engine::AddRail(uint64_t link_id, const RailSpec& spec,
   }
   r->spec = spec;
   r->conn = std::move(conn);
-  r->device = device(spec.transport);
-  if (r->device == nullptr)
-    return Status(Code::kInvalid,
-                  "no device for a " + std::string(TransportName(spec.transport)) + " rail");
+  r->device = device_at(spec.slot);
+  if (r->device == nullptr) return Status(Code::kInvalid, "no device for rail " + spec.local);
   MCDMA_RETURN_IF_ERROR(SetUpRail(*r, spec.peer_slot_bytes));
+  // Connected is not proven: the rail carries traffic once its probe's
+  // answer came back over it.
+  r->probed = false;
+  r->probe_deadline = Clock::now() + std::chrono::milliseconds(options_.rail_probe_ms);
+  Rail& added = *r;
   slot = std::move(r);
-  spdlog::get("engine")->info("link {} to '{}': rail {} up ({} > {})", link_id, l->spec.peer,
-                              spec.index, spec.local, spec.remote);
+  if (!PostBare(*l, added, link_wire::MsgType::kRailProbe))
+    added.Fail(Code::kLinkDown, "probe: no send slot on a new rail");
+  spdlog::get("engine")->info("link {} to '{}': rail {} connected ({} > {}), probing", link_id,
+                              l->spec.peer, spec.index, spec.local, spec.remote);
   link_pending_.store(true);
   return Status::Ok();
+}
+
+bool Engine::PostBare(EngineLink& l, Rail& r, link_wire::MsgType type) {
+  if (r.free_send.empty()) return false;
+  uint32_t slot = r.free_send.back();
+  link_wire::Header h;
+  h.type = type;
+  h.ack = l.delivered;
+  link_wire::Encode(h, r.slot(slot));
+  Status st = r.conn->PostSend(kRailSendTag | slot, {r.region.get(), uint64_t{slot} * r.slot_bytes,
+                                                     link_wire::kHeaderBytes});
+  if (st.code() == Code::kBusy) return false;
+  if (!st.ok()) {
+    r.Fail(st.code(), "posting a probe: " + st.message());
+    return false;
+  }
+  r.free_send.pop_back();
+  r.stats.bytes_sent += link_wire::kHeaderBytes;
+  return true;
+}
+
+void Engine::ProgressProbes(EngineLink& l, Clock::time_point now) {
+  for (auto& rp : l.rails) {
+    if (rp == nullptr || !rp->live()) continue;
+    Rail& r = *rp;
+    // The answer goes between messages, never inside one's fragments.
+    const bool mid_message = l.message_rail == static_cast<int>(r.spec.index) &&
+                             !l.backlog.empty() && l.backlog.front().started;
+    if (r.owe_probe_ack && !mid_message && PostBare(l, r, link_wire::MsgType::kRailProbeAck))
+      r.owe_probe_ack = false;
+    if (!r.probed && now >= r.probe_deadline) {
+      r.Fail(Code::kLinkDown, "probe: no answer over the rail within " +
+                                  std::to_string(options_.rail_probe_ms) +
+                                  " ms (the pair does not reach)");
+    }
+  }
+}
+
+bool Engine::OnRailProbe(EngineLink& l, Rail& r, const link_wire::Header& h) {
+  if (h.type == link_wire::MsgType::kRailProbe) {
+    r.owe_probe_ack = true;
+    ProgressProbes(l, Clock::now());
+    return true;
+  }
+  if (h.type == link_wire::MsgType::kRailProbeAck) {
+    if (!r.probed) {
+      r.probed = true;
+      spdlog::get("engine")->info("link {} to '{}': rail {} up ({} > {})", l.id, l.spec.peer,
+                                  r.spec.index, r.spec.local, r.spec.remote);
+    }
+    return true;
+  }
+  return false;
 }
 
 void Engine::TakeRailDown(uint64_t link_id, uint32_t index, const std::string& why) {
   EngineLink* l = FindLink(link_id);
   if (l == nullptr) return;
   Rail* r = l->rail(index);
-  if (r == nullptr || !r->up()) return;
+  if (r == nullptr || !r->live()) return;
   r->Fail(Code::kLinkDown, why);
   link_pending_.store(true);
 }
@@ -143,8 +207,9 @@ void Engine::DropFailedRails(EngineLink& l) {
       FailLink(l, r->fail_code, r->fail_reason);
       return;
     }
+    const bool never_up = !r->probed;
     RetireRail(l, *r);
-    if (on_rail_down_) on_rail_down_(l.id, r->spec.index, r->last_error);
+    if (on_rail_down_) on_rail_down_(l.id, r->spec.index, r->last_error, never_up);
   }
 }
 
@@ -198,6 +263,7 @@ void Engine::RetireRail(EngineLink& l, Rail& r) {
   r.region.reset();
   r.memory.reset();
   r.failed = false;
+  r.owe_probe_ack = false;
 }
 
 Rail* Engine::MessageRail(EngineLink& l) {
@@ -218,12 +284,16 @@ Rail* Engine::MessageRail(EngineLink& l) {
 }
 
 Rail* Engine::PickRail(EngineLink& l, const TransferOp& op, uint64_t bytes) {
-  const Transport want = op.peer ? op.peer->transport : l.spec.transport;
-  const bool other = l.has_other_rail();
-  auto eligible = [&](const Rail& r) {
-    if (!r.up() || r.spec.transport != want) return false;
-    return r.spec.index != 0 || !other;
+  // A rail can carry the op when its device has the local buffer
+  // registered and the peer granted the export to the device at its end.
+  auto can = [&](const Rail& r) {
+    return r.up() && !op.local->regs[r.spec.slot].empty() &&
+           (!op.peer || op.peer->KeysFor(r.spec.peer_device) != nullptr);
   };
+  bool other = false;
+  for (size_t i = 1; i < l.rails.size() && !other; ++i)
+    other = l.rails[i] != nullptr && can(*l.rails[i]);
+  auto eligible = [&](const Rail& r) { return can(r) && (r.spec.index != 0 || !other); };
   uint32_t stripers = 0;
   for (const auto& r : l.rails) stripers += r != nullptr && eligible(*r) ? 1 : 0;
   auto room = [&](const Rail& r) {
@@ -300,7 +370,11 @@ std::vector<RailSnapshot> Engine::RailSnapshots(const EngineLink& l) const {
     s.remote = r->spec.remote;
     s.transport = r->spec.transport;
     s.profile = r->spec.profile;
+    s.device = r->spec.device;
+    s.port = r->spec.port;
+    s.peer_device = r->spec.peer_device;
     s.up = r->up();
+    s.probing = r->live() && !r->probed;
     s.last_resort = r->spec.index == 0 && other;
     s.messages = s.up && l.message_rail == static_cast<int>(r->spec.index);
     s.inflight_bytes = r->inflight_bytes;

@@ -146,33 +146,39 @@ EngineLink* Engine::LinkForPeerExport(Session& s, const shm::SubmitDesc& d,
                 "' was resolved; resolve it again");
     return nullptr;
   }
-  if (target.transport != l->spec.transport) {
-    Decline(s, d, Code::kRevoked,
-            "export '" + target.name + "' on '" + target.peer + "' was resolved for a " +
-                std::string(TransportName(target.transport)) + " link; the link now uses " +
-                std::string(TransportName(l->spec.transport)) + ": resolve it again");
-    return nullptr;
-  }
   return l;
 }
 
-bool Engine::ReadyForLink(Session& s, const shm::SubmitDesc& d, BufferRecord& buf, EngineLink& l) {
-  if (l.verbs() && buf.reg(Transport::kVerbs).empty()) {
-    // Registered with the RDMA device at its first use there: a profile
-    // that allows few registrations is not spent on buffers never sent.
-    auto reg = RegisterPieces(*device(Transport::kVerbs), buf.segment.data(), buf.size(),
-                              driver::kAccessLocal);
-    if (!reg.ok()) {
-      Decline(s, d, reg.status().code(),
-              "buffer " + std::to_string(buf.id) + ": " + reg.status().message());
-      return false;
-    }
-    buf.reg(Transport::kVerbs) = std::move(reg).value();
+const Registration* Engine::LocalRegFor(BufferRecord& buf, const Rail& r, std::string* why) {
+  Registration& reg = buf.reg_at(r.spec.slot);
+  if (!reg.empty()) return &reg;
+  driver::Device* dev = device_at(r.spec.slot);
+  if (dev == nullptr) {
+    *why = "no device for rail " + r.spec.local;
+    return nullptr;
   }
-  if (!l.verbs() && buf.reg(Transport::kTcp).empty()) {
-    Decline(s, d, Code::kUnavailable,
-            "buffer " + std::to_string(buf.id) +
-                " was allocated before peering started; allocate anew");
+  // Registered with an RDMA device at its first use there: a profile that
+  // allows few registrations is not spent on buffers never sent.
+  auto made = RegisterPieces(*dev, buf.segment.data(), buf.size(), driver::kAccessLocal);
+  if (!made.ok()) {
+    *why = "buffer " + std::to_string(buf.id) + ": " + made.status().message();
+    return nullptr;
+  }
+  reg = std::move(made).value();
+  return &reg;
+}
+
+bool Engine::ReadyForLink(Session& s, const shm::SubmitDesc& d, BufferRecord& buf, EngineLink& l) {
+  // Registered with the device of every rail that may carry it; one rail
+  // that can is enough (the others are left out of this transfer).
+  std::string why = "no rail of the link to '" + l.spec.peer + "' is up";
+  bool any = false;
+  for (const auto& r : l.rails) {
+    if (r == nullptr || !r->live()) continue;
+    if (LocalRegFor(buf, *r, &why) != nullptr) any = true;
+  }
+  if (!any) {
+    Decline(s, d, Code::kNoMemory, why);
     return false;
   }
   return true;
@@ -208,7 +214,19 @@ bool Engine::PostTransferPieces(TransferOp& op) {
 }
 
 bool Engine::PostLinkPieces(TransferOp& op, EngineLink& link) {
-  const Registration& local_reg = op.local->reg(link.spec.transport);
+  // A rail that came up since the op started gets the buffer registered
+  // now (once: a device that refused is not asked again for this op).
+  for (const auto& r : link.rails) {
+    if (r == nullptr || !r->up() || !op.local->reg_at(r->spec.slot).empty()) continue;
+    const uint32_t bit = 1u << r->spec.slot;
+    if ((op.refused_slots & bit) != 0) continue;
+    std::string why;
+    if (LocalRegFor(*op.local, *r, &why) == nullptr) {
+      op.refused_slots |= bit;
+      spdlog::get("engine")->warn("link {} to '{}': rail {} left out of a transfer: {}", link.id,
+                                  link.spec.peer, r->spec.index, why);
+    }
+  }
   // Large transfers go in slices over every rail; small ones in chunks on one.
   const bool striped = op.length >= options_.stripe_min_bytes;
   const uint64_t chunk = striped ? options_.slice_bytes : options_.transfer_chunk_bytes;
@@ -222,7 +240,8 @@ bool Engine::PostLinkPieces(TransferOp& op, EngineLink& link) {
     uint64_t most = op.redo.empty() ? op.length - op.posted : op.redo.front().second;
     Rail* rail = PickRail(link, op, std::min(most, chunk));
     if (rail == nullptr) break;
-    Piece piece = PieceAt(op, offset, most, local_reg, rail->conn->caps(), chunk);
+    Piece piece = PieceAt(op, offset, most, op.local->reg_at(rail->spec.slot), rail->conn->caps(),
+                          chunk, op.peer ? op.peer->KeysFor(rail->spec.peer_device) : nullptr);
     NoteRailBusy(*rail);
     Status st = op.is_read ? rail->conn->PostRead(op.id, piece.local, piece.remote)
                            : rail->conn->PostWrite(op.id, piece.local, piece.remote);

@@ -35,6 +35,22 @@ inline constexpr size_t kTransportCount = 3;
 std::string_view TransportName(Transport t);
 std::optional<Transport> TransportFromName(std::string_view name);
 
+// Registration slots: every device a buffer or an export may be registered
+// with has one. The loop and tcp devices, then each RDMA device port this
+// daemon opened (at most kMaxRdmaPorts), in the order they were opened.
+inline constexpr size_t kMaxRdmaPorts = 8;
+inline constexpr size_t kDeviceSlots = 2 + kMaxRdmaPorts;
+inline constexpr uint8_t kLoopSlot = 0;
+inline constexpr uint8_t kTcpSlot = 1;
+inline constexpr uint8_t kFirstRdmaSlot = 2;  // the first RDMA device: verbs links start on it
+// The slot of a transport's (first) device.
+constexpr uint8_t SlotOf(Transport t) {
+  return t == Transport::kLoop ? kLoopSlot : t == Transport::kTcp ? kTcpSlot : kFirstRdmaSlot;
+}
+// The name grants key a device's registrations by: "tcp", or the RDMA
+// device's own name.
+inline constexpr std::string_view kTcpKeys = "tcp";
+
 // Which end dialed a link: this host ("out") or the peer ("in").
 enum class LinkOrigin : uint8_t { kOut, kIn };
 std::string_view OriginName(LinkOrigin o);
@@ -71,13 +87,19 @@ struct LinkSpec {
   std::string peer_instance;              // the peer daemon's instance id
   uint32_t peer_slot_bytes = 0;           // the peer's receive slot size (0: same as ours)
   Transport transport = Transport::kTcp;  // which link device it runs on: tcp or verbs
+  // The peer's device rail 0 reaches: "tcp", or its RDMA device's name
+  // (the key of its grants' pieces for that device).
+  std::string peer_device = std::string(kTcpKeys);
 };
 
-// The RDMA device this host's verbs links use, or why there is none.
+// An RDMA device port this daemon opened (or, with `available` false, why
+// there is none).
 struct LocalVerbsInfo {
   bool available = false;
   std::string reason;  // when not available
   std::string device;
+  std::string rail;  // its rail name, "verbs:DEVICE:PORT"
+  uint8_t slot = kFirstRdmaSlot;
   uint32_t port = 0;
   uint32_t gid_index = 0;
   std::string gid;
@@ -105,6 +127,10 @@ struct RailSnapshot {
   bool up = false;
   bool last_resort = false;
   bool messages = false;
+  bool probing = false;  // connected, its probe not answered yet
+  std::string device;
+  uint32_t port = 0;
+  std::string peer_device;
   uint64_t inflight_bytes = 0;
   double rate_bps = 0;
   double share = 0;
@@ -133,11 +159,17 @@ struct FreeDeleter {
 // What the link manager hands the engine for a rail beyond rail 0.
 struct RailSpec {
   uint32_t index = 0;  // the canonical index both ends computed (>= 1)
-  std::string local;   // this host's rail name ("tcp:10.1.1.1")
+  std::string local;   // this host's rail name ("tcp:10.1.1.1", "verbs:rxe1:1")
   std::string remote;  // the peer's
   Transport transport = Transport::kTcp;
   std::string profile;
   uint32_t peer_slot_bytes = 0;
+  // verbs: this host's device and port, and the peer's device (the name
+  // its grants key registrations by; "tcp" for a tcp rail).
+  uint8_t slot = kTcpSlot;
+  std::string device;
+  uint32_t port = 0;
+  std::string peer_device = std::string(kTcpKeys);
 };
 
 // One connection of a link (docs/architecture.md §21). Rail 0 is the
@@ -181,7 +213,15 @@ struct Rail {
   std::string fail_reason;
   std::string last_error;  // why it last went down
 
-  bool up() const { return conn != nullptr && !failed; }
+  // A rail beyond rail 0 carries traffic only once a probe went over it
+  // and its answer came back (the pair really reaches); until then it is
+  // live (polled) but not up. The probe fails the rail at its deadline.
+  bool probed = true;
+  Clock::time_point probe_deadline{};
+  bool owe_probe_ack = false;  // the peer's probe, answered when no message is half-sent here
+
+  bool live() const { return conn != nullptr && !failed; }
+  bool up() const { return live() && probed; }
   // Marks the rail failed (the first reason stays); the engine drops it,
   // or the link with its last rail, at the end of its pass.
   void Fail(Code code, const std::string& why) {
@@ -243,6 +283,13 @@ struct EngineLink {
   std::string fail_reason;
 
   bool verbs() const { return spec.transport == Transport::kVerbs; }
+  // Whether any rail of the link (up or not) runs on an RDMA device: a
+  // revoked export's RDMA registrations then wait for the peer's ack.
+  bool has_rdma() const {
+    for (const auto& r : rails)
+      if (r != nullptr && r->spec.transport == Transport::kVerbs) return true;
+    return false;
+  }
   Rail* rail(uint32_t index) {
     return index < rails.size() && rails[index] != nullptr ? rails[index].get() : nullptr;
   }

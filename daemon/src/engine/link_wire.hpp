@@ -4,7 +4,8 @@
 // message larger than one slot is cut into fragments that are posted back to
 // back on one rail, so they arrive contiguous and in order (the transport
 // keeps SEND order); anything else is a protocol error that takes the link
-// down. Every message but kAck carries a sequence number of its link, and
+// down. Every message but kAck and the rail probes carries a sequence
+// number of its link, and
 // every fragment the sender's cumulative acknowledgement of the messages it
 // received: a message sent on a rail that failed is sent again on another
 // and delivered once. Byte layout and rules: docs/protocol.md, "Data-link
@@ -40,7 +41,12 @@ enum class MsgType : uint8_t {
   // No payload, no sequence number: only the header's ack (sent when the
   // receiver has acknowledged nothing for a while; others carry it too).
   kAck = 8,
-  kMaxType = 8,
+  // Rail probes (docs/protocol.md §15.5): no payload, no sequence number,
+  // on the rail being probed only. A rail carries traffic once the
+  // kRailProbeAck of its kRailProbe came back over it.
+  kRailProbe = 9,
+  kRailProbeAck = 10,
+  kMaxType = 10,
 };
 
 // Little-endian on the wire, whatever the host's order.
@@ -91,6 +97,13 @@ inline void Encode(const Header& h, std::byte* out) {
 
 // Decodes one fragment of `len` bytes; nullopt with `why` set when it breaks
 // a rule that needs no link state (magic, version, type, sizes).
+// Messages outside the link's sequence: acks and rail probes (header only).
+constexpr bool Unsequenced(uint8_t type) {
+  return type == static_cast<uint8_t>(MsgType::kAck) ||
+         type == static_cast<uint8_t>(MsgType::kRailProbe) ||
+         type == static_cast<uint8_t>(MsgType::kRailProbeAck);
+}
+
 inline std::optional<Header> Decode(const std::byte* in, size_t len, std::string* why) {
   if (len < kHeaderBytes) {
     *why = "fragment of " + std::to_string(len) + " bytes is shorter than the header";
@@ -121,11 +134,11 @@ inline std::optional<Header> Decode(const std::byte* in, size_t len, std::string
     *why = "fragment runs past its message's length";
   } else if (len == kHeaderBytes && h.total_len != 0) {
     *why = "empty fragment of a non-empty message";
-  } else if ((type == static_cast<uint8_t>(MsgType::kAck)) != (h.seq == 0)) {
-    *why = type == static_cast<uint8_t>(MsgType::kAck) ? "an ack with a sequence number"
-                                                       : "a message without a sequence number";
-  } else if (type == static_cast<uint8_t>(MsgType::kAck) && h.total_len != 0) {
-    *why = "an ack with a payload";
+  } else if (Unsequenced(type) != (h.seq == 0)) {
+    *why = Unsequenced(type) ? "an ack or probe with a sequence number"
+                             : "a message without a sequence number";
+  } else if (Unsequenced(type) && h.total_len != 0) {
+    *why = "an ack or probe with a payload";
   } else {
     h.type = static_cast<MsgType>(type);
     return h;

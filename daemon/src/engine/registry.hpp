@@ -70,7 +70,7 @@ class Registry {
   // of it must not meet a deregistered region (the NIC would refuse it and
   // fail the link). ----
   struct DrainingRegistration {
-    Registration registration;
+    std::vector<Registration> registrations;  // one per RDMA port
     std::shared_ptr<BufferRecord> buffer;
     std::set<uint64_t> waiting;  // link ids
     Clock::time_point deadline;

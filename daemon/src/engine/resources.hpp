@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -77,13 +78,15 @@ struct BufferRecord {
   uint64_t id = 0;
   uint64_t owner = 0;  // session id
   ShmSegment segment;
-  // By transport. Declared after segment: deregistered before it is unmapped.
-  std::array<Registration, kTransportCount> regs;
+  // By device slot (link.hpp). Declared after segment: deregistered before
+  // it is unmapped.
+  std::array<Registration, kDeviceSlots> regs;
   Clock::time_point created;
 
   uint64_t size() const { return segment.size(); }
-  Registration& reg(Transport t) { return regs[static_cast<size_t>(t)]; }
-  const Registration& reg(Transport t) const { return regs[static_cast<size_t>(t)]; }
+  Registration& reg(Transport t) { return regs[SlotOf(t)]; }
+  const Registration& reg(Transport t) const { return regs[SlotOf(t)]; }
+  Registration& reg_at(uint8_t slot) { return regs[slot]; }
 };
 
 struct ExportRecord {
@@ -101,12 +104,13 @@ struct ExportRecord {
   // Set when unexported, expired or its owner went away; transfers still
   // holding the record stop posting.
   bool revoked = false;
-  // The exported range registered with a link device (tcp, verbs) with the
-  // export's rights, made at the first resolution by a peer over it.
-  // Revocation destroys it, so peers' accesses fail at once, whatever they
-  // hold. By transport; the loop one is unused.
-  std::array<Registration, kTransportCount> peer_access;
-  Registration& access(Transport t) { return peer_access[static_cast<size_t>(t)]; }
+  // The exported range registered with each link device (tcp and every
+  // RDMA port) with the export's rights, made at the first resolution by a
+  // peer. Revocation destroys them, so peers' accesses fail at once,
+  // whatever they hold. By device slot; the loop one is unused.
+  std::array<Registration, kDeviceSlots> peer_access;
+  Registration& access(Transport t) { return peer_access[SlotOf(t)]; }
+  Registration& access_at(uint8_t slot) { return peer_access[slot]; }
   // Peers that resolved it (told when it is revoked).
   std::set<std::string> resolved_by;
 };
@@ -126,20 +130,28 @@ struct PeerExport {
   std::string peer;
   std::string peer_instance;  // the peer daemon instance that granted it
   std::string name;
-  Transport transport = Transport::kTcp;  // the pieces are for links of this transport
-  uint64_t export_id = 0;                 // the peer's id
+  uint64_t export_id = 0;  // the peer's id
   uint64_t length = 0;
   bool allow_read = false;
   bool allow_write = false;
   using Piece = RemotePiece;
-  std::vector<Piece> pieces;  // offset order, covering [0, length)
+  // The pieces as each of the peer's link devices reaches them: "tcp" and
+  // the peer's RDMA device names (kTcpKeys, RailSpec::peer_device); each
+  // list in offset order, covering [0, length).
+  std::map<std::string, std::vector<Piece>, std::less<>> keys;
   std::optional<Clock::time_point> expires;
   bool revoked = false;
   std::string revoked_why;
 
-  // The piece holding `offset` (< length).
-  const Piece& PieceAt(uint64_t offset) const {
-    auto it = std::upper_bound(pieces.begin(), pieces.end(), offset,
+  // The pieces the peer's device `device` reaches; null when the grant
+  // has none for it (its budget was spent).
+  const std::vector<Piece>* KeysFor(std::string_view device) const {
+    auto it = keys.find(device);
+    return it == keys.end() ? nullptr : &it->second;
+  }
+  // The piece of `list` holding `offset` (< length).
+  static const Piece& PieceAt(const std::vector<Piece>& list, uint64_t offset) {
+    auto it = std::upper_bound(list.begin(), list.end(), offset,
                                [](uint64_t off, const Piece& p) { return off < p.offset; });
     return *(it - 1);
   }
@@ -194,6 +206,9 @@ struct TransferOp {
   };
   std::deque<Posted> pieces;
   std::deque<std::pair<uint64_t, uint64_t>> redo;
+  // Device slots whose registration of `local` failed: their rails are
+  // left out of this op.
+  uint32_t refused_slots = 0;
   Code error = Code::kOk;
   std::string error_detail;
   bool completed = false;  // the app has been told

@@ -5,12 +5,13 @@
 namespace mcdma::daemon {
 
 Piece NextPiece(const TransferOp& op, const Registration& local_reg, const driver::Caps& caps,
-                uint64_t chunk_bytes) {
-  return PieceAt(op, op.posted, op.length - op.posted, local_reg, caps, chunk_bytes);
+                uint64_t chunk_bytes, const std::vector<RemotePiece>* remote_keys) {
+  return PieceAt(op, op.posted, op.length - op.posted, local_reg, caps, chunk_bytes, remote_keys);
 }
 
 Piece PieceAt(const TransferOp& op, uint64_t offset, uint64_t most, const Registration& local_reg,
-              const driver::Caps& caps, uint64_t chunk_bytes) {
+              const driver::Caps& caps, uint64_t chunk_bytes,
+              const std::vector<RemotePiece>* remote_keys) {
   uint64_t local_off = op.local_offset + offset;
   uint64_t n =
       std::min({most, chunk_bytes, op.is_read ? caps.max_read_bytes : caps.max_transfer_bytes,
@@ -18,7 +19,7 @@ Piece PieceAt(const TransferOp& op, uint64_t offset, uint64_t most, const Regist
   Piece p;
   if (op.peer) {
     uint64_t ro = op.remote_offset + offset;
-    const PeerExport::Piece& piece = op.peer->PieceAt(ro);
+    const PeerExport::Piece& piece = PeerExport::PieceAt(*remote_keys, ro);
     n = std::min(n, piece.offset + piece.length - ro);
     p.remote = {piece.addr + (ro - piece.offset), piece.rkey};
   } else {

@@ -30,11 +30,13 @@ struct Piece {
   uint64_t bytes = 0;
 };
 Piece NextPiece(const TransferOp& op, const Registration& local_reg, const driver::Caps& caps,
-                uint64_t chunk_bytes);
+                uint64_t chunk_bytes, const std::vector<RemotePiece>* remote_keys = nullptr);
 // The piece at `offset` of `op` (relative to its start), at most `most`
-// bytes, under the same limits.
+// bytes, under the same limits. An op on a peer's export names the peer's
+// pieces as the rail's remote device reaches them (`remote_keys`, not null).
 Piece PieceAt(const TransferOp& op, uint64_t offset, uint64_t most, const Registration& local_reg,
-              const driver::Caps& caps, uint64_t chunk_bytes);
+              const driver::Caps& caps, uint64_t chunk_bytes,
+              const std::vector<RemotePiece>* remote_keys = nullptr);
 
 class TransferTable {
  public:

@@ -178,7 +178,28 @@ void AddRails(Families& f, const v1::LinkInfo& l) {
   }
 }
 
+// One series per RDMA device port the daemon opened (each a verbs rail of
+// every link): whether its port is ACTIVE, and its budgets in use.
+void AddRdmaPorts(Families& f, const v1::LinksReply& links) {
+  for (const v1::LocalVerbs& v : links.devices()) {
+    Labels by{{"device", v.device()}, {"port", std::to_string(v.port())}, {"profile", v.profile()}};
+    f.Gauge("mcdma_rdma_port_active", "1 while an RDMA device port is ACTIVE.",
+            v.state() == "ACTIVE" ? 1 : 0, by);
+    f.Gauge("mcdma_rdma_port_queue_pairs", "Queue pairs in use on an RDMA device port.",
+            v.queue_pairs(), by);
+    f.Gauge("mcdma_rdma_port_queue_pairs_max",
+            "The most queue pairs the port's profile allows (0: the device's limit).",
+            v.max_queue_pairs(), by);
+    f.Gauge("mcdma_rdma_port_registrations", "Memory registrations in use on an RDMA device.",
+            v.registrations(), by);
+    f.Gauge("mcdma_rdma_port_registrations_max",
+            "The most registrations the port's profile allows (0: the device's limit).",
+            v.max_registrations(), by);
+  }
+}
+
 void AddLinks(Families& f, const v1::LinksReply& links) {
+  AddRdmaPorts(f, links);
   for (const v1::LinkInfo& l : links.links()) {
     Labels by{{"peer", l.peer()}};
     for (const char* state : kLinkStates) {

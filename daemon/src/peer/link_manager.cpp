@@ -33,7 +33,7 @@ LinkManager::LinkManager(const Options& options, Engine& engine,
       listen_port_(listen_port),
       instance_id_(RandomHex(16)),
       rpc_timeout_(std::chrono::milliseconds(options.link_timeout_ms)),
-      own_rails_(OwnRails(options)) {}
+      own_rails_(OwnRails(options, engine.rdma_ports())) {}
 
 LinkManager::~LinkManager() {
   // Stop() is also called on the orderly path; here only what a failed
@@ -49,9 +49,10 @@ void LinkManager::Start() {
   (void)engine_.Run([this] {
     engine_.SetLinkDownHandler(
         [this](uint64_t link_id, const std::string& why) { OnEngineLinkDown(link_id, why); });
-    engine_.SetRailDownHandler([this](uint64_t link_id, uint32_t index, const std::string& why) {
-      OnEngineRailDown(link_id, index, why);
-    });
+    engine_.SetRailDownHandler(
+        [this](uint64_t link_id, uint32_t index, const std::string& why, bool never_up) {
+          OnEngineRailDown(link_id, index, why, never_up);
+        });
     return 0;
   });
   MutexLock lock(mu_);
@@ -318,6 +319,7 @@ Status LinkManager::ConnectOnce(Entry* e) {
   }
   LinkSpec spec{
       name, LinkOrigin::kOut, generation, hello.instance_id(), crep.slot_bytes(), choice.transport};
+  if (verbs) spec.peer_device = path.peer_device();
   return InstallOutgoing(e, spec, conn.value(), path);
 }
 

@@ -139,7 +139,11 @@ class LinkManager {
       bool up = false;
       std::string local;          // this host's rail name
       std::string remote;         // the peer's
-      std::string local_address;  // of this host's rail (its interface is watched)
+      std::string local_address;  // tcp: of this host's rail (its interface is watched)
+      uint8_t slot = 0;           // verbs: this host's RDMA port (its state is watched)
+      std::string transport = "tcp";
+      std::string device;  // verbs: this host's device and the peer's
+      std::string peer_device;
       TimePoint retry_at{};
       std::string last_error;
       uint64_t downs = 0;
@@ -239,10 +243,22 @@ class LinkManager {
   Status ProbeRail(Entry* e, PeerChannel& ch, const RailPair& pair, uint64_t generation,
                    uint64_t link_id) MCDMA_EXCLUDES(mu_);
   // Every 100 ms: takes out the up rails whose local interface stopped
-  // running (both ends; the port event of a tcp rail).
+  // running or whose RDMA port is not ACTIVE (both ends).
   void RailWatchLoop() MCDMA_EXCLUDES(mu_);
-  void OnEngineRailDown(uint64_t link_id, uint32_t index, const std::string& why)
+  // `never_up`: the rail failed its probe (counts as a failed probe).
+  void OnEngineRailDown(uint64_t link_id, uint32_t index, const std::string& why, bool never_up)
       MCDMA_EXCLUDES(mu_);
+  // The engine's view of a pair from this end (`dialer` or not), with the
+  // peer's receive slot size.
+  RailSpec SpecOf(const RailPair& pair, bool dialer, uint32_t peer_slot_bytes) const;
+  // Whether this end's side of a pair can be used now: its interface runs
+  // (tcp) or its RDMA port is ACTIVE (verbs); the error says why not.
+  Status RailEndReady(const RailSpec& spec) const;
+  // An endpoint for this end of a pair (tcp: bound to its address, with
+  // the probe's timeout; verbs: a queue pair on its port).
+  Result<std::unique_ptr<driver::Endpoint>> RailEndpoint(const RailSpec& spec);
+  // The RDMA port of this host announced as rail `name`, or null.
+  const LocalVerbsInfo* RdmaPortNamed(const std::string& name) const;
   // The rails a peer announced, or none (logged) when the announcement is
   // refused: the link then runs on its own connection.
   RailOffer AcceptRails(const std::string& peer, const RailOffer& offered) const;

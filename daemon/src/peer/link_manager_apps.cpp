@@ -8,6 +8,7 @@
 
 #include "peer/link_manager.hpp"
 #include "peer/peer_util.hpp"
+#include "verbs_support.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -28,6 +29,21 @@ void DescribeLocalVerbs(const LocalVerbsInfo& lv, v1::LocalVerbs* v) {
   v->set_profile(lv.profile);
   v->set_detected_profile(lv.detected_profile);
   v->set_active_mtu(lv.active_mtu);
+  v->set_rail(lv.rail);
+}
+
+// An RDMA port as it was opened and as it is now: port state, budgets.
+void DescribeRdmaPort(const LocalVerbsInfo& lv, const driver::Device* device, v1::LocalVerbs* v) {
+  DescribeLocalVerbs(lv, v);
+  RdmaPortState st = StateOfRdmaPort(device);
+  v->set_state(st.active ? "ACTIVE" : "DOWN");
+  v->set_port_failure(st.failure);
+  v->set_queue_pairs(st.queue_pairs);
+  v->set_registrations(st.registrations);
+  if (device != nullptr) {
+    v->set_max_queue_pairs(device->caps().max_queue_pairs);
+    v->set_max_registrations(device->caps().max_registrations);
+  }
 }
 
 // The engine's counters of the link to `peer` from `origin` (kept by
@@ -113,8 +129,9 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
                                          const std::string& name) {
   MCDMA_RETURN_IF_ERROR(RequireUp(peer));
   MCDMA_ASSIGN_OR_RETURN(auto ch, ChannelFor(peer));
-  // Pieces for the transport the link runs on now (a later link over the
-  // other transport makes the handle fail REVOKED: resolve again).
+  // The pieces as each of the peer's link devices reaches them (its rails
+  // may be on any of them); the transport the link runs on now must be
+  // among them.
   Transport transport = Transport::kTcp;
   {
     MutexLock lock(mu_);
@@ -131,25 +148,30 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
   PeerExport pe;
   pe.peer = peer;
   pe.name = name;
-  pe.transport = transport;
   pe.export_id = rep.export_id();
   pe.length = rep.length();
   pe.allow_read = rep.allow_read();
   pe.allow_write = rep.allow_write();
-  uint64_t expected = 0;
-  for (const auto& p : rep.pieces()) {
-    if (p.offset() != expected || p.length() == 0 || p.access().size() != 12) {
-      std::string why = "peer '" + peer;
-      why += "' described export '" + name + "' with malformed pieces";
-      return Status(Code::kInternal, why);
+  auto malformed = [&](const std::string& what) {
+    return Status(Code::kInternal,
+                  "peer '" + peer + "' described export '" + name + "' with " + what);
+  };
+  if (rep.keys_size() == 0 || rep.keys_size() > static_cast<int>(1 + kMaxRdmaPorts))
+    return malformed(std::to_string(rep.keys_size()) + " device key sets");
+  for (const v1::PeerExportKeys& k : rep.keys()) {
+    if (k.device().empty() || k.device().size() > 64 || pe.keys.count(k.device()) != 0)
+      return malformed("a device key set named '" + k.device() + "'");
+    std::vector<PeerExport::Piece>& pieces = pe.keys[k.device()];
+    uint64_t expected = 0;
+    for (const auto& p : k.pieces()) {
+      if (p.offset() != expected || p.length() == 0 || p.access().size() != 12)
+        return malformed("malformed pieces for " + k.device());
+      pieces.push_back({p.offset(), p.length(), LoadLe(p.access(), 4, 8),
+                        static_cast<uint32_t>(LoadLe(p.access(), 0, 4))});
+      expected += p.length();
     }
-    pe.pieces.push_back({p.offset(), p.length(), LoadLe(p.access(), 4, 8),
-                         static_cast<uint32_t>(LoadLe(p.access(), 0, 4))});
-    expected += p.length();
-  }
-  if (expected != pe.length || pe.pieces.empty()) {
-    return Status(Code::kInternal, "peer '" + peer + "' described export '" + name +
-                                       "' with pieces not covering it");
+    if (expected != pe.length || pieces.empty())
+      return malformed("pieces for " + k.device() + " not covering it");
   }
   if (rep.expires_in_ms() != 0) {
     pe.expires = ExpiryAfter(rep.expires_in_ms());  // a peer's value: saturates
@@ -227,6 +249,12 @@ void LinkManager::Fill(v1::LinksReply* out) {
   out->set_listen(listen_address_.empty() ? options_.listen : listen_address_);
   out->set_fabric_key_fingerprint(key_->Fingerprint());
   DescribeLocalVerbs(engine_.verbs_info(), out->mutable_verbs());
+  if (engine_.has_verbs()) {
+    DescribeRdmaPort(engine_.verbs_info(), engine_.rdma_device(engine_.verbs_info().slot),
+                     out->mutable_verbs());
+  }
+  for (const LocalVerbsInfo& p : engine_.rdma_ports())
+    DescribeRdmaPort(p, engine_.rdma_device(p.slot), out->add_devices());
   auto now = std::chrono::steady_clock::now();
   MutexLock lock(mu_);
   for (auto* table : {&out_, &in_}) {

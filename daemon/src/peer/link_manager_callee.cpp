@@ -192,6 +192,7 @@ Status LinkManager::InstallIncoming(Entry* e, const IncomingAttempt& attempt,
     MutexLock lock(mu_);
     if (e->removed || stopping_ || e->generation != attempt.generation)
       return Status(Code::kLinkDown, "superseded while connecting");
+    if (spec.transport == Transport::kVerbs) spec.peer_device = e->verbs_path.peer_device();
     MCDMA_ASSIGN_OR_RETURN(uint64_t id, engine_.InstallLink(spec, std::move(conn)));
     if (e->ever_up && e->state != PeerState::kUp) ++e->reconnects;
     e->ever_up = true;

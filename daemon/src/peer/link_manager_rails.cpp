@@ -1,18 +1,21 @@
 // LinkManager: the rails of links (docs/architecture.md §21). The dialer
 // probes each candidate pair of the canonical plan with a real connection
-// (AddRail, then both ends connect; a pair that does not connect within
-// rail_probe_ms is no rail) and probes a failed one again after the
-// hold-down; both ends watch the interfaces of their up rails and take a
-// rail out when its interface stops running. The engine reissues what a
-// failed rail carried.
+// (AddRail, then both ends connect and the engine sends a probe over the
+// new connection; a pair whose probe is not answered within rail_probe_ms
+// is no rail) and probes a failed one again after the hold-down; both ends
+// watch their up rails — a tcp rail's interface, an RDMA rail's port — and
+// take a rail out when it stops. The engine reissues what a failed rail
+// carried.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <future>
 #include <set>
 #include <tuple>
 
 #include "peer/link_manager.hpp"
 #include "platform/netif.hpp"
+#include "verbs_support.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -25,18 +28,92 @@ Status InterfaceRuns(const std::string& address) {
   if (!state.running) return Status(Code::kLinkDown, "interface " + state.name + " is down");
   return Status::Ok();
 }
-// The engine's view of a pair, from the end that is the dialer or not.
-RailSpec SpecOf(const RailPair& pair, bool dialer, uint32_t peer_slot_bytes) {
-  RailSpec spec;
-  spec.index = pair.index;
-  spec.local = dialer ? pair.dialer.name() : pair.callee.name();
-  spec.remote = dialer ? pair.callee.name() : pair.dialer.name();
-  spec.transport = Transport::kTcp;
-  spec.profile = "tcp";
-  spec.peer_slot_bytes = peer_slot_bytes;
-  return spec;
+
+// The stricter of two profiles that meet: the connection runs at it.
+std::string StricterProfile(const std::string& a, const std::string& b) {
+  for (const char* strict : {"apple-tb5", "mcdma-cx5"})
+    if (a == strict || b == strict) return strict;
+  return a;
+}
+
+// Whether the dialer's config lets it use a pair: "tcp" links only tcp
+// rails; "verbs" links only RDMA rails, less the pair of both first
+// devices (the link's own connection); "auto" links every pair.
+bool PairWanted(const RailPair& p, const std::string& transport, const RailOffer& own,
+                const RailOffer& peer) {
+  const bool verbs = p.dialer.transport() == "verbs";
+  if (transport == "tcp") return !verbs;
+  if (transport != "verbs") return true;
+  if (!verbs) return false;
+  auto first = [](const RailOffer& offer) -> std::string {
+    for (const v1::PeerRail& r : offer)
+      if (r.transport() == "verbs") return r.name();
+    return "";
+  };
+  return !(p.dialer.name() == first(own) && p.callee.name() == first(peer));
 }
 }  // namespace
+
+const LocalVerbsInfo* LinkManager::RdmaPortNamed(const std::string& name) const {
+  for (const LocalVerbsInfo& p : engine_.rdma_ports())
+    if (p.rail == name) return &p;
+  return nullptr;
+}
+
+RailSpec LinkManager::SpecOf(const RailPair& pair, bool dialer, uint32_t peer_slot_bytes) const {
+  const v1::PeerRail& mine = dialer ? pair.dialer : pair.callee;
+  const v1::PeerRail& theirs = dialer ? pair.callee : pair.dialer;
+  RailSpec spec;
+  spec.index = pair.index;
+  spec.local = mine.name();
+  spec.remote = theirs.name();
+  spec.peer_slot_bytes = peer_slot_bytes;
+  if (mine.transport() == "verbs") {
+    spec.transport = Transport::kVerbs;
+    spec.profile = StricterProfile(mine.profile(), theirs.profile());
+    const LocalVerbsInfo* port = RdmaPortNamed(mine.name());
+    spec.slot = port != nullptr ? port->slot : 0;  // 0: no such port (RailEndpoint refuses)
+    spec.device = mine.device();
+    spec.port = mine.port();
+    spec.peer_device = theirs.device();
+  } else {
+    spec.transport = Transport::kTcp;
+    spec.profile = "tcp";
+    spec.slot = kTcpSlot;
+    spec.peer_device = std::string(kTcpKeys);
+  }
+  return spec;
+}
+
+Status LinkManager::RailEndReady(const RailSpec& spec) const {
+  if (spec.transport == Transport::kTcp) {
+    for (const v1::PeerRail& r : own_rails_)
+      if (r.name() == spec.local) return InterfaceRuns(r.address());
+    return Status(Code::kInvalid, "no rail '" + spec.local + "' on this host");
+  }
+  driver::Device* dev = engine_.rdma_device(spec.slot);
+  if (dev == nullptr)
+    return Status(Code::kInvalid, "no RDMA port '" + spec.local + "' on this host");
+  RdmaPortState st = StateOfRdmaPort(dev);
+  if (!st.active)
+    return Status(Code::kLinkDown, "port " + spec.device + ":" + std::to_string(spec.port) +
+                                       " is not ACTIVE" +
+                                       (st.failure.empty() ? "" : " (" + st.failure + ")"));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<driver::Endpoint>> LinkManager::RailEndpoint(const RailSpec& spec) {
+  const auto probe = std::chrono::milliseconds(options_.rail_probe_ms);
+  std::string address;
+  for (const v1::PeerRail& r : own_rails_)
+    if (r.name() == spec.local) address = r.address();
+  auto ep = engine_.Run([&]() -> Result<std::unique_ptr<driver::Endpoint>> {
+    if (spec.transport == Transport::kVerbs) return engine_.CreateRdmaEndpoint(spec.slot);
+    return engine_.CreateRailEndpoint(address, probe);
+  });
+  if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
+  return std::move(*ep);
+}
 
 RailOffer LinkManager::AcceptRails(const std::string& peer, const RailOffer& offered) const {
   Status st = CheckRailOffer(offered, "peer '" + peer + "'");
@@ -55,13 +132,19 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
     MutexLock lock(mu_);
     auto it = channels_.find(e->config.name);
     if (it != channels_.end()) ch = it->second;
-    plan = PlanRails(own_rails_, e->peer_rails);
-    for (const RailPair& p : plan) {
+    for (const RailPair& p : PlanRails(own_rails_, e->peer_rails)) {
+      if (!PairWanted(p, e->config.transport, own_rails_, e->peer_rails)) continue;
+      plan.push_back(p);
+      RailSpec spec = SpecOf(p, /*dialer=*/true, 0);
       Entry::RailTry& t = e->rails[p.index];
       t.up = false;
-      t.local = p.dialer.name();
-      t.remote = p.callee.name();
+      t.local = spec.local;
+      t.remote = spec.remote;
       t.local_address = p.dialer.address();
+      t.slot = spec.transport == Transport::kVerbs ? spec.slot : 0;
+      t.transport = std::string(TransportName(spec.transport));
+      t.device = spec.device;
+      t.peer_device = spec.transport == Transport::kVerbs ? spec.peer_device : "";
     }
   }
   if (!ch) return;
@@ -70,9 +153,9 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
       MutexLock lock(mu_);
       if (stopping_ || e->removed || e->link_lost || e->link_id != link_id) return;
     }
-    // The pairs due for a probe whose interface runs. A rail whose
-    // interface is down is not probed, and that is no failed probe: it is
-    // probed at the first look after its interface comes back.
+    // The pairs due for a probe whose end here is ready. A rail whose
+    // interface is down or whose port is not ACTIVE is not probed, and that
+    // is no failed probe: it is probed at the first look after it is back.
     std::vector<const RailPair*> due;
     auto now = std::chrono::steady_clock::now();
     for (const RailPair& p : plan) {
@@ -82,10 +165,10 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
         const Entry::RailTry& t = e->rails[p.index];
         if (t.up || now < t.retry_at) continue;
       }
-      Status runs = InterfaceRuns(p.dialer.address());
-      if (!runs.ok()) {
+      Status ready = RailEndReady(SpecOf(p, /*dialer=*/true, 0));
+      if (!ready.ok()) {
         MutexLock lock(mu_);
-        e->rails[p.index].last_error = runs.message();
+        e->rails[p.index].last_error = ready.message();
         continue;
       }
       due.push_back(&p);
@@ -105,10 +188,11 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
       MutexLock lock(mu_);
       Entry::RailTry& t = e->rails[p.index];
       if (st.ok()) {
-        // ProbeRail marked it up in the step that installed it; it may
-        // have gone down again since (then OnEngineRailDown said so).
-        t.fails = 0;
-      } else if (!t.up) {
+        // Installed, its probe on its way: the engine says when it fails
+        // (OnEngineRailDown), and the failure of a probe counts there.
+        continue;
+      }
+      if (!t.up) {
         if (t.fails == 0)
           log->info("link to '{}': rail {} ({} > {}) not up: {}", e->config.name, p.index,
                     p.dialer.name(), p.callee.name(), st.message());
@@ -126,10 +210,8 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
 
 Status LinkManager::ProbeRail(Entry* e, PeerChannel& ch, const RailPair& pair, uint64_t generation,
                               uint64_t link_id) {
-  const auto probe = std::chrono::milliseconds(options_.rail_probe_ms);
-  auto ep = engine_.Run([&] { return engine_.CreateRailEndpoint(pair.dialer.address(), probe); });
-  if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
-  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<driver::Endpoint> endpoint, std::move(*ep));
+  RailSpec spec = SpecOf(pair, /*dialer=*/true, 0);
+  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<driver::Endpoint> endpoint, RailEndpoint(spec));
   v1::PeerAddRailRequest req;
   req.set_generation(generation);
   req.set_index(pair.index);
@@ -138,9 +220,13 @@ Status LinkManager::ProbeRail(Entry* e, PeerChannel& ch, const RailPair& pair, u
   req.set_endpoint_info(endpoint->LocalInfo());
   req.set_slot_bytes(options_.link_slot_bytes);
   MCDMA_ASSIGN_OR_RETURN(v1::PeerAddRailReply rep, ch.AddRail(req, rpc_timeout_));
+  if (spec.transport == Transport::kVerbs) {
+    MCDMA_RETURN_IF_ERROR(
+        CheckVerbsEndpoint(rep.endpoint_info(), pair.callee, "peer '" + e->config.name + "'"));
+  }
   auto conn = endpoint->Connect(rep.endpoint_info());
   if (!conn.ok()) return Status(conn.status().code(), "probe: " + conn.status().message());
-  RailSpec spec = SpecOf(pair, /*dialer=*/true, rep.slot_bytes());
+  spec.peer_slot_bytes = rep.slot_bytes();
   auto added = engine_.Run([&]() -> Status {
     MutexLock lock(mu_);
     if (e->link_id != link_id) return Status(Code::kLinkDown, "the link went down meanwhile");
@@ -148,8 +234,6 @@ Status LinkManager::ProbeRail(Entry* e, PeerChannel& ch, const RailPair& pair, u
     Entry::RailTry& t = e->rails[pair.index];
     t.up = true;
     t.last_error.clear();
-    spdlog::get("peer")->info("link to '{}': rail {} up ({} > {})", e->config.name, pair.index,
-                              pair.dialer.name(), pair.callee.name());
     return Status::Ok();
   });
   if (!added) return Status(Code::kUnavailable, "the engine has stopped");
@@ -177,15 +261,16 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
     MCDMA_ASSIGN_OR_RETURN(pair,
                            FindRailPair(plan, req.index(), req.caller_rail(), req.callee_rail()));
   }
-  const auto probe = std::chrono::milliseconds(options_.rail_probe_ms);
-  auto ep = engine_.Run([&] { return engine_.CreateRailEndpoint(pair.callee.address(), probe); });
-  if (!ep) return Status(Code::kUnavailable, "the engine has stopped");
-  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<driver::Endpoint> owned, std::move(*ep));
+  RailSpec spec = SpecOf(pair, /*dialer=*/false, req.slot_bytes());
+  if (spec.transport == Transport::kVerbs)
+    MCDMA_RETURN_IF_ERROR(
+        CheckVerbsEndpoint(req.endpoint_info(), pair.dialer, "peer '" + host + "'"));
+  MCDMA_RETURN_IF_ERROR(RailEndReady(spec));
+  MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<driver::Endpoint> owned, RailEndpoint(spec));
   std::shared_ptr<driver::Endpoint> endpoint = std::move(owned);
   v1::PeerAddRailReply rep;
   rep.set_endpoint_info(endpoint->LocalInfo());
   rep.set_slot_bytes(options_.link_slot_bytes);
-  RailSpec spec = SpecOf(pair, /*dialer=*/false, req.slot_bytes());
   const std::string& remote = req.endpoint_info();
   const std::string& local_address = pair.callee.address();
   MutexLock lock(mu_);
@@ -193,6 +278,15 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
   JoinFinishedConnectors();
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::thread t([this, e, link_id, endpoint, spec, remote, local_address, done] {
+    auto note = [&](Entry::RailTry& t) MCDMA_REQUIRES(mu_) {
+      t.local = spec.local;
+      t.remote = spec.remote;
+      t.local_address = local_address;
+      t.slot = spec.transport == Transport::kVerbs ? spec.slot : 0;
+      t.transport = std::string(TransportName(spec.transport));
+      t.device = spec.device;
+      t.peer_device = spec.transport == Transport::kVerbs ? spec.peer_device : "";
+    };
     auto conn = endpoint->Connect(remote);
     if (conn.ok()) {
       (void)engine_.Run([&]() -> Status {
@@ -201,10 +295,8 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
         Status st = engine_.AddRail(link_id, spec, std::move(conn).value());
         if (st.ok()) {
           Entry::RailTry& t = e->rails[spec.index];
+          note(t);
           t.up = true;
-          t.local = spec.local;
-          t.remote = spec.remote;
-          t.local_address = local_address;
           t.last_error.clear();
         }
         return st;
@@ -212,8 +304,7 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
     } else {
       MutexLock lock(mu_);
       Entry::RailTry& t = e->rails[spec.index];
-      t.local = spec.local;
-      t.remote = spec.remote;
+      note(t);
       t.last_error = conn.status().message();
     }
     done->store(true);
@@ -222,7 +313,8 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
   return rep;
 }
 
-void LinkManager::OnEngineRailDown(uint64_t link_id, uint32_t index, const std::string& why) {
+void LinkManager::OnEngineRailDown(uint64_t link_id, uint32_t index, const std::string& why,
+                                   bool never_up) {
   const auto hold_down = std::chrono::milliseconds(options_.rail_hold_down_ms);
   {
     MutexLock lock(mu_);
@@ -230,11 +322,19 @@ void LinkManager::OnEngineRailDown(uint64_t link_id, uint32_t index, const std::
       for (auto& [name, e] : *table) {
         if (e->link_id != link_id) continue;
         Entry::RailTry& t = e->rails[index];
-        if (t.up) ++t.downs;
         t.up = false;
-        t.fails = 0;
         t.last_error = why;
-        t.retry_at = std::chrono::steady_clock::now() + hold_down;
+        if (never_up) {
+          // Connected but its probe went unanswered: a pair that does not
+          // reach, tried less and less often like one that does not connect.
+          auto wait = hold_down * (1u << std::min<uint32_t>(t.fails, 6));
+          t.retry_at = std::chrono::steady_clock::now() + std::min(wait, kMaxProbeInterval);
+          ++t.fails;
+        } else {
+          ++t.downs;
+          t.fails = 0;
+          t.retry_at = std::chrono::steady_clock::now() + hold_down;
+        }
       }
     }
   }
@@ -242,8 +342,13 @@ void LinkManager::OnEngineRailDown(uint64_t link_id, uint32_t index, const std::
 }
 
 void LinkManager::RailWatchLoop() {
+  struct Watched {
+    uint64_t link_id;
+    uint32_t index;
+    RailSpec spec;
+  };
   while (true) {
-    std::vector<std::tuple<uint64_t, uint32_t, std::string>> down;
+    std::vector<Watched> watched;
     {
       MutexLock lock(mu_);
       cv_.wait_for(lock.native(), kRailWatchInterval,
@@ -253,24 +358,31 @@ void LinkManager::RailWatchLoop() {
         for (auto& [name, e] : *table) {
           if (e->link_id == 0) continue;
           for (auto& [index, t] : e->rails) {
-            if (!t.up || t.local_address.empty()) continue;
-            down.emplace_back(e->link_id, index, t.local_address);
+            if (!t.up) continue;
+            RailSpec spec;
+            spec.local = t.local;
+            spec.slot = t.slot;
+            spec.device = t.device;
+            spec.transport = t.transport == "verbs" ? Transport::kVerbs : Transport::kTcp;
+            watched.push_back({e->link_id, index, std::move(spec)});
           }
         }
       }
     }
     // A rail whose path broke elsewhere (its interface still runs) shows
     // as work that does not complete.
-    if (!down.empty()) {
+    if (!watched.empty()) {
       const auto stalled_after = std::chrono::milliseconds(options_.link_timeout_ms);
       (void)engine_.Run([&] { return engine_.TakeStalledRailsDown(stalled_after); });
     }
-    for (const auto& rail : down) {
-      Status st = InterfaceRuns(std::get<2>(rail));
+    for (const Watched& w : watched) {
+      Status st = RailEndReady(w.spec);
       if (st.ok()) continue;
-      std::string why = "rail interface: " + st.message();
+      std::string why =
+          (w.spec.transport == Transport::kVerbs ? "rail port: " : "rail interface: ") +
+          st.message();
       (void)engine_.Run([&] {
-        engine_.TakeRailDown(std::get<0>(rail), std::get<1>(rail), why);
+        engine_.TakeRailDown(w.link_id, w.index, why);
         return 0;
       });
     }
@@ -290,7 +402,10 @@ void LinkManager::DescribeRails(const Entry& e, TimePoint now,
     ri->set_remote(r.remote);
     ri->set_name(r.index == 0 ? "link" : r.local + ">" + r.remote);
     ri->set_profile(r.profile);
-    ri->set_state(r.up ? "up" : "down");
+    ri->set_state(r.up ? "up" : r.probing ? "probing" : "down");
+    ri->set_device(r.device);
+    ri->set_port(r.port);
+    if (r.transport == Transport::kVerbs) ri->set_peer_device(r.peer_device);
     ri->set_last_resort(r.last_resort);
     ri->set_messages(r.messages);
     ri->set_bytes_sent(r.stats.bytes_sent);
@@ -312,7 +427,9 @@ void LinkManager::DescribeRails(const Entry& e, TimePoint now,
     if (shown.count(index) != 0) continue;
     v1::RailInfo* ri = li->add_rails();
     ri->set_index(index);
-    ri->set_transport("tcp");
+    ri->set_transport(t.transport);
+    ri->set_device(t.device);
+    ri->set_peer_device(t.peer_device);
     ri->set_local(t.local);
     ri->set_remote(t.remote);
     ri->set_name(t.local + ">" + t.remote);

@@ -28,11 +28,16 @@ void ToReply(const PeerGrant& g, v1::PeerResolveExportReply* out) {
   out->set_length(g.length);
   out->set_allow_read(g.allow_read);
   out->set_allow_write(g.allow_write);
-  for (const PeerGrant::Piece& piece : g.pieces) {
-    auto* p = out->add_pieces();
+  auto put = [](const PeerGrant::Piece& piece, v1::PeerExportPiece* p) {
     p->set_offset(piece.offset);
     p->set_length(piece.length);
     p->set_access(EncodeAccess(piece.rkey, piece.addr));
+  };
+  for (const PeerGrant::Piece& piece : g.pieces) put(piece, out->add_pieces());
+  for (const auto& [device, pieces] : g.keys) {
+    v1::PeerExportKeys* k = out->add_keys();
+    k->set_device(device);
+    for (const PeerGrant::Piece& piece : pieces) put(piece, k->add_pieces());
   }
   if (g.expires_in_ms) out->set_expires_in_ms(*g.expires_in_ms);
 }

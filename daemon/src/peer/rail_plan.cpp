@@ -3,7 +3,11 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
+
+#include "driver/verbs/verbs_wire.hpp"
+#include "peer/transport_choice.hpp"
 
 namespace mcdma::daemon {
 namespace {
@@ -13,10 +17,63 @@ bool IsIpLiteral(const std::string& s) {
   return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
 }
 
+bool KnownProfile(const std::string& p) {
+  return p == "linux-rc" || p == "mcdma-cx5" || p == "apple-tb5";
+}
+
+// A GID as status displays and Hello spell it: eight groups of four hex
+// digits joined by ':'.
+bool IsGidText(const std::string& g) {
+  if (g.size() != 39) return false;
+  for (size_t i = 0; i < g.size(); ++i) {
+    bool colon = i % 5 == 4;
+    if (colon ? g[i] != ':' : std::isxdigit(static_cast<unsigned char>(g[i])) == 0) return false;
+  }
+  return true;
+}
+
+bool SameGid(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
 }  // namespace
 
-RailOffer OwnRails(const Options& options) {
+Status CheckVerbsEndpoint(const std::string& info, const v1::PeerRail& announced,
+                          const std::string& who) {
+  MCDMA_ASSIGN_OR_RETURN(driver::verbs::EndpointInfo ep, driver::verbs::DecodeEndpoint(info));
+  std::string gid = GidText(ep.gid);
+  if (ep.device != announced.device() || !SameGid(gid, announced.gid())) {
+    return Status(Code::kInvalid, who + "'s endpoint for rail '" + announced.name() +
+                                      "' is device " + ep.device + " GID " + gid +
+                                      ", but its Hello announced device " + announced.device() +
+                                      " GID " + announced.gid());
+  }
+  if (!ProfilesMeet(ep.profile, announced.profile()))
+    return Status(Code::kInvalid, who + "'s endpoint for rail '" + announced.name() +
+                                      "' runs profile " + ep.profile + ", its Hello announced " +
+                                      announced.profile());
+  return Status::Ok();
+}
+
+bool ProfilesMeet(const std::string& a, const std::string& b) {
+  // apple-tb5 is UC; the others RC: a QP of one type cannot talk to the other.
+  return (a == "apple-tb5") == (b == "apple-tb5");
+}
+
+RailOffer OwnRails(const Options& options, const std::vector<LocalVerbsInfo>& rdma) {
   RailOffer out;
+  for (const LocalVerbsInfo& p : rdma) {
+    v1::PeerRail* r = out.Add();
+    r->set_name(p.rail);
+    r->set_transport("verbs");
+    r->set_profile(p.profile);
+    r->set_gid(p.gid);
+    r->set_device(p.device);
+    r->set_port(p.port);
+  }
   for (const RailConfig& rc : options.rails) {
     v1::PeerRail* r = out.Add();
     r->set_name(rc.name.empty() ? "tcp:" + rc.address : rc.name);
@@ -32,6 +89,7 @@ Status CheckRailOffer(const RailOffer& rails, const std::string& who) {
                                       " rails; at most " + std::to_string(kMaxRailsOffered));
   }
   std::set<std::string> names;
+  std::set<std::string> devices;
   for (int i = 0; i < rails.size(); ++i) {
     const v1::PeerRail& r = rails[i];
     std::string where = who + " rail[" + std::to_string(i) + "]";
@@ -39,6 +97,20 @@ Status CheckRailOffer(const RailOffer& rails, const std::string& who) {
       return Status(Code::kInvalid, where + ": a name of 1 to 128 bytes is required");
     if (!names.insert(r.name()).second)
       return Status(Code::kInvalid, where + ": name '" + r.name() + "' is announced twice");
+    if (r.transport() == "verbs") {
+      if (r.device().empty() || r.device().size() > 64)
+        return Status(Code::kInvalid, where + ": a verbs rail names its device (1 to 64 bytes)");
+      if (r.port() < 1 || r.port() > 255)
+        return Status(Code::kInvalid,
+                      where + ": port " + std::to_string(r.port()) + " is not in 1..255");
+      if (!KnownProfile(r.profile()))
+        return Status(Code::kInvalid, where + ": profile '" + r.profile() + "' is unknown");
+      if (!IsGidText(r.gid()))
+        return Status(Code::kInvalid, where + ": GID '" + r.gid() + "' is not a GID");
+      if (!devices.insert(r.device()).second)
+        return Status(Code::kInvalid, where + ": device '" + r.device() + "' is announced twice");
+      continue;
+    }
     if (r.transport() != "tcp")
       return Status(Code::kInvalid,
                     where + ": transport \"" + r.transport() + "\" is not a rail transport here");
@@ -53,6 +125,7 @@ std::vector<RailPair> PlanRails(const RailOffer& dialer, const RailOffer& callee
   for (const v1::PeerRail& d : dialer) {
     for (const v1::PeerRail& c : callee) {
       if (d.transport() != c.transport()) continue;
+      if (d.transport() == "verbs" && !ProfilesMeet(d.profile(), c.profile())) continue;
       RailPair p;
       p.dialer = d;
       p.callee = c;

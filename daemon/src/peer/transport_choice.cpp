@@ -11,6 +11,8 @@ namespace {
 
 bool Unreliable(const std::string& profile) { return profile == driver::verbs::kProfileAppleTb5; }
 
+}  // namespace
+
 std::string GidText(const std::string& raw) {
   if (raw.size() != 16) return "";
   std::string out;
@@ -23,8 +25,6 @@ std::string GidText(const std::string& raw) {
   }
   return out;
 }
-
-}  // namespace
 
 Result<TransportChoice> ChooseTransport(const std::string& requested, const std::string& peer,
                                         const LocalVerbsInfo& local, const VerbsOffer& remote,
@@ -53,9 +53,18 @@ Result<TransportChoice> ChooseTransport(const std::string& requested, const std:
                                                   ", profile " + local.profile + ")"};
   }
   if (!missing.empty()) return tcp("auto: " + missing + "; using tcp");
-  return TransportChoice{Transport::kVerbs, "auto: both ends have an RDMA device (" + local.device +
-                                                " here, profile " + local.profile + " / " +
-                                                remote.profile + ")"};
+  if (!peer_offers_tcp)
+    return TransportChoice{Transport::kVerbs, "auto: the peer offers no tcp; verbs (" +
+                                                  local.device + ", profile " + local.profile +
+                                                  " / " + remote.profile + ")"};
+  // Both have RDMA: the link itself runs on tcp, the rail of last resort,
+  // and the RDMA device pairs that reach each other become its rails (on
+  // a host with several devices, which pairs meet is for the probes to
+  // find, not for one device here and one there to decide).
+  return tcp(
+      "auto: tcp carries the link when no RDMA rail is up; RDMA rails over every device "
+      "pair that reaches (" +
+      local.device + " here, profile " + local.profile + "; peer profile " + remote.profile + ")");
 }
 
 Result<v1::VerbsPath> DescribeVerbsPath(const LocalVerbsInfo& local, const std::string& local_info,

@@ -148,6 +148,7 @@ std::vector<CheckResult> RunChecks(const DoctorInputs& in) {
   out.push_back(CheckDaemon(in));
   out.push_back(CheckBudgets(in));
   for (auto& r : CheckPeers(in)) out.push_back(std::move(r));
+  for (auto& r : CheckRdmaPorts(in)) out.push_back(std::move(r));
   for (auto& r : CheckPathMtu(in)) out.push_back(std::move(r));
   out.push_back(CheckClock());
   return out;

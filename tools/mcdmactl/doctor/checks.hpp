@@ -126,6 +126,9 @@ CheckResult CheckBudgets(const DoctorInputs& in);
 // One result per link (a single skip when there is none to judge).
 std::vector<CheckResult> CheckPeers(const DoctorInputs& in);
 std::vector<CheckResult> CheckPathMtu(const DoctorInputs& in);
+// One result per RDMA device port the daemon opened (its rails): port
+// state, GID, profile, queue pairs and registrations against their budgets.
+std::vector<CheckResult> CheckRdmaPorts(const DoctorInputs& in);
 CheckResult CheckClock();
 
 // Every check for in.host_os, in the order above.

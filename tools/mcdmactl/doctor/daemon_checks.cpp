@@ -202,6 +202,52 @@ std::vector<CheckResult> CheckPeers(const DoctorInputs& in) {
   return out;
 }
 
+std::vector<CheckResult> CheckRdmaPorts(const DoctorInputs& in) {
+  const DaemonInput& d = in.daemon;
+  if (!d.status.ok() || !d.links_status.ok())
+    return {Judge("rdma_ports", Verdict::kSkip, "the daemon did not list its RDMA ports")};
+  if (d.links.devices().empty()) {
+    return {Judge(
+        "rdma_ports", Verdict::kSkip,
+        "no RDMA port open: " + (d.links.verbs().reason().empty() ? std::string("peering is off")
+                                                                  : d.links.verbs().reason()))};
+  }
+  std::vector<CheckResult> out;
+  // A budget this full refuses the next rails or buffers soon.
+  auto nearly_spent = [](uint32_t used, uint32_t most) {
+    return most != 0 && uint64_t{used} * 10 >= uint64_t{most} * 9;
+  };
+  for (const v1::LocalVerbs& v : d.links.devices()) {
+    auto budget = [](uint32_t used, uint32_t most) {
+      return std::to_string(used) + "/" + (most == 0 ? std::string("-") : std::to_string(most));
+    };
+    const std::string summary = v.rail() + ": " + v.state() + ", GID " + v.gid() + " (index " +
+                                std::to_string(v.gid_index()) + "), profile " + v.profile() +
+                                ", QPs " + budget(v.queue_pairs(), v.max_queue_pairs()) + ", MRs " +
+                                budget(v.registrations(), v.max_registrations());
+    if (v.state() != "ACTIVE") {
+      out.push_back(Judge(
+          "rdma_ports", Verdict::kWarn, summary,
+          "the port is down" + (v.port_failure().empty() ? "" : ": " + v.port_failure()) +
+              "; its rails carry nothing until it is back",
+          "check the cable and the interface of " + v.device() + " (rdma link show; ip link)"));
+      continue;
+    }
+    if (nearly_spent(v.queue_pairs(), v.max_queue_pairs()) ||
+        nearly_spent(v.registrations(), v.max_registrations())) {
+      out.push_back(Judge("rdma_ports", Verdict::kWarn, summary,
+                          "a budget of the " + v.profile() +
+                              " profile is nearly spent: new "
+                              "rails or buffers on " +
+                              v.device() + " will be refused (NO_MEMORY)",
+                          "link fewer peers over this device, or use fewer, larger buffers"));
+      continue;
+    }
+    out.push_back(Judge("rdma_ports", Verdict::kOk, summary, "a rail of every link"));
+  }
+  return out;
+}
+
 std::vector<CheckResult> CheckPathMtu(const DoctorInputs& in) {
   const DaemonInput& d = in.daemon;
   std::vector<CheckResult> out;
