@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <future>
 
 #include "driver/tcp/tcp_transport.hpp"
 #include "mcdma_internal/sys.hpp"
@@ -15,6 +16,8 @@
 namespace mcdma::daemon {
 namespace {
 constexpr uint32_t kProtocolVersion = 1;
+// A Goodbye at stop, authentication included.
+constexpr auto kGoodbyeTimeout = std::chrono::milliseconds(2000);
 
 // A refusal is not cured by retrying soon: wrong key, wrong host id,
 // unsupported transport or version.
@@ -91,7 +94,16 @@ void LinkManager::Stop(v1::PeerGoodbyeReason reason) {
   v1::PeerGoodbyeRequest bye;
   bye.set_reason(reason);
   bye.set_detail("mcdma-rpcd is stopping");
-  for (auto& ch : goodbyes) (void)ch->Goodbye(bye, std::chrono::milliseconds(500));
+  // Side by side, each within kGoodbyeTimeout: a channel that must first
+  // authenticate (a peer that only dialed us) takes a few round trips, and
+  // one unreachable peer must not hold up the others' goodbyes.
+  std::vector<std::future<Status>> said;
+  said.reserve(goodbyes.size());
+  for (auto& ch : goodbyes) {
+    said.push_back(
+        std::async(std::launch::async, [&bye, ch] { return ch->Goodbye(bye, kGoodbyeTimeout); }));
+  }
+  for (auto& f : said) (void)f.get();
   std::vector<std::thread> threads;
   {
     MutexLock lock(mu_);
