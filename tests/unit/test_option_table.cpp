@@ -444,6 +444,66 @@ TEST_F(OptionTableTest, RailFlagsAddToTheFileAndTheRailOptionsAreSetByTheirFlags
   }
 }
 
+// [[rdma]] tables and --rdma flags: each an RDMA device port with its own
+// profile, interface and GID index; bad ones refused by name.
+TEST_F(OptionTableTest, RdmaTablesAndFlagsListTheDevicePortsToOpen) {
+  std::string config = Write(
+      "[[rdma]]\ndevice = \"rdma_en2\"\nprofile = \"apple-tb5\"\n"
+      "[[rdma]]\ndevice = \"mlx5_0\"\nport = 2\ninterface = \"enp1s0f1np1\"\ngid_index = 3\n");
+  std::string socket = ::testing::TempDir() + "/option_table.sock";
+  std::vector<const char*> argv = {"mcdma-rpcd",
+                                   "--config",
+                                   config.c_str(),
+                                   "--socket",
+                                   socket.c_str(),
+                                   "--rdma",
+                                   "device=rxe1,port=1,profile=linux-rc,gid-index=-1"};
+  auto parsed = ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed));
+  const Options& o = std::get<CommandLine>(parsed).options;
+  ASSERT_EQ(o.rdma.size(), 3u);
+  EXPECT_EQ(o.rdma[0].device, "rdma_en2");
+  EXPECT_EQ(o.rdma[0].port, 1u);
+  EXPECT_EQ(o.rdma[0].profile, "apple-tb5");
+  EXPECT_EQ(o.rdma[0].gid_index, -1);
+  EXPECT_EQ(o.rdma[1].device, "mlx5_0");
+  EXPECT_EQ(o.rdma[1].port, 2u);
+  EXPECT_EQ(o.rdma[1].interface, "enp1s0f1np1");
+  EXPECT_EQ(o.rdma[1].gid_index, 3);
+  EXPECT_EQ(o.rdma[2].device, "rxe1");
+  EXPECT_EQ(o.rdma[2].profile, "linux-rc");
+
+  const std::string one = "[[rdma]]\ndevice = \"rxe1\"\n";
+  std::string nine;
+  for (int i = 0; i < 9; ++i) nine += "[[rdma]]\ndevice = \"rxe" + std::to_string(i) + "\"\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"rdma = 3\n", "rdma: expected [[rdma]] tables"},
+      {"[[rdma]]\nport = 1\n", "rdma[0].device: '': 1..64 characters"},
+      {"[[rdma]]\ndevice = \"rxe 1\"\n", "rdma[0].device: 'rxe 1'"},
+      {"[[rdma]]\ndevice = \"rxe1\"\nport = 0\n", "rdma[0].port: 0 is not in 1..255"},
+      {"[[rdma]]\ndevice = \"rxe1\"\nprofile = \"warp\"\n",
+       "rdma[0].profile: 'warp': expected linux-rc, mcdma-cx5 or apple-tb5"},
+      {"[[rdma]]\ndevice = \"rxe1\"\ncolour = 1\n", "rdma[0].colour: unknown configuration key"},
+      {one + one, "rdma[1]: device rxe1 port 1 is listed twice"},
+      {nine, "rdma: 9 device ports listed; at most 8"},
+  };
+  for (const auto& [toml, error] : cases) {
+    Options bad;
+    Status st = LoadAndValidate(Write(toml), bad);
+    EXPECT_EQ(st.code(), Code::kInvalid) << toml;
+    EXPECT_NE(st.message().find(error), std::string::npos) << "expected '" << error << "' for\n"
+                                                           << toml << "got: " << st.ToString();
+  }
+  for (const char* flag : {"rxe1", "device=", "device=rxe1,port=300", "device=rxe1,port=x",
+                           "device=rxe1,speed=9", "port=1"}) {
+    auto r = ParseRdmaFlag(flag);
+    ASSERT_FALSE(r.ok()) << flag;
+    EXPECT_EQ(
+        r.status().message().rfind("--rdma " + std::string(flag) + ": expected device=NAME", 0), 0u)
+        << r.status().message();
+  }
+}
+
 // systemd/rpcd.toml.example documents every key, and its active values are
 // the defaults, as it says.
 TEST_F(OptionTableTest, TheExampleConfigDocumentsEveryKeyAndHoldsTheDefaults) {
