@@ -103,7 +103,8 @@ Status Engine::AddRail(uint64_t link_id, const RailSpec& spec,
   // Connected is not proven: the rail carries traffic once its probe's
   // answer came back over it.
   r->probed = false;
-  r->probe_deadline = Clock::now() + std::chrono::milliseconds(options_.rail_probe_ms);
+  r->probe_sent = Clock::now();
+  r->probe_deadline = r->probe_sent + std::chrono::milliseconds(options_.rail_probe_ms);
   Rail& added = *r;
   slot = std::move(r);
   if (!PostBare(*l, added, link_wire::MsgType::kRailProbe))
@@ -159,6 +160,8 @@ bool Engine::OnRailProbe(EngineLink& l, Rail& r, const link_wire::Header& h) {
   if (h.type == link_wire::MsgType::kRailProbeAck) {
     if (!r.probed) {
       r.probed = true;
+      r.probe_rtt_us =
+          std::chrono::duration<double, std::micro>(Clock::now() - r.probe_sent).count();
       spdlog::get("engine")->info("link {} to '{}': rail {} up ({} > {})", l.id, l.spec.peer,
                                   r.spec.index, r.spec.local, r.spec.remote);
     }
@@ -272,9 +275,21 @@ Rail* Engine::MessageRail(EngineLink& l) {
     // A message in the middle of its fragments finishes where it started.
     if (cur != nullptr && cur->up() && !l.backlog.empty() && l.backlog.front().started) return cur;
   }
+  // The lowest-latency rail: RDMA before tcp, then the shorter probe
+  // round trip, then the lower index (so both ends and every call agree
+  // while nothing changes).
+  auto faster = [](const Rail& a, const Rail& b) {
+    bool a_tcp = a.spec.transport != Transport::kVerbs;
+    bool b_tcp = b.spec.transport != Transport::kVerbs;
+    if (a_tcp != b_tcp) return !a_tcp;
+    if (a.probe_rtt_us != b.probe_rtt_us) return a.probe_rtt_us < b.probe_rtt_us;
+    return a.spec.index < b.spec.index;
+  };
   Rail* best = nullptr;
-  for (size_t i = 1; i < l.rails.size() && best == nullptr; ++i)
-    if (l.rails[i] != nullptr && l.rails[i]->up()) best = l.rails[i].get();
+  for (size_t i = 1; i < l.rails.size(); ++i) {
+    Rail* r = l.rails[i].get();
+    if (r != nullptr && r->up() && (best == nullptr || faster(*r, *best))) best = r;
+  }
   if (best == nullptr && !l.rails.empty() && l.rails[0] != nullptr && l.rails[0]->up())
     best = l.rails[0].get();
   if (best == nullptr) return nullptr;
@@ -375,6 +390,7 @@ std::vector<RailSnapshot> Engine::RailSnapshots(const EngineLink& l) const {
     s.peer_device = r->spec.peer_device;
     s.up = r->up();
     s.probing = r->live() && !r->probed;
+    s.probe_rtt_us = r->probe_rtt_us;
     s.last_resort = r->spec.index == 0 && other;
     s.messages = s.up && l.message_rail == static_cast<int>(r->spec.index);
     s.inflight_bytes = r->inflight_bytes;

@@ -128,6 +128,7 @@ struct RailSnapshot {
   bool last_resort = false;
   bool messages = false;
   bool probing = false;  // connected, its probe not answered yet
+  double probe_rtt_us = 0;
   std::string device;
   uint32_t port = 0;
   std::string peer_device;
@@ -217,7 +218,9 @@ struct Rail {
   // and its answer came back (the pair really reaches); until then it is
   // live (polled) but not up. The probe fails the rail at its deadline.
   bool probed = true;
+  Clock::time_point probe_sent{};
   Clock::time_point probe_deadline{};
+  double probe_rtt_us = 0;     // the probe's round trip: which rail carries messages
   bool owe_probe_ack = false;  // the peer's probe, answered when no message is half-sent here
 
   bool live() const { return conn != nullptr && !failed; }

@@ -406,6 +406,7 @@ void LinkManager::DescribeRails(const Entry& e, TimePoint now,
     ri->set_device(r.device);
     ri->set_port(r.port);
     if (r.transport == Transport::kVerbs) ri->set_peer_device(r.peer_device);
+    ri->set_probe_rtt_us(r.probe_rtt_us);
     ri->set_last_resort(r.last_resort);
     ri->set_messages(r.messages);
     ri->set_bytes_sent(r.stats.bytes_sent);
