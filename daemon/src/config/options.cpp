@@ -341,9 +341,19 @@ Result<RdmaConfig> ParseRdmaFlag(const std::string& text) {
       char* end = nullptr;
       errno = 0;
       long v = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
-        return Status(Code::kInvalid, usage + " (" + key + " '" + value + "' is not a number in " +
-                                          std::to_string(lo) + ".." + std::to_string(hi) + ")");
+      if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
+        std::string why = usage;
+        why += " (";
+        why += key;
+        why += " '";
+        why += value;
+        why += "' is not a number in ";
+        why += std::to_string(lo);
+        why += "..";
+        why += std::to_string(hi);
+        why += ")";
+        return Status(Code::kInvalid, why);
+      }
       field = static_cast<std::remove_reference_t<decltype(field)>>(v);
       return Status::Ok();
     };
@@ -358,7 +368,11 @@ Result<RdmaConfig> ParseRdmaFlag(const std::string& text) {
     } else if (key == "gid-index") {
       MCDMA_RETURN_IF_ERROR(number(r.gid_index, -1, 65535));
     } else {
-      return Status(Code::kInvalid, usage + " (unknown key '" + key + "')");
+      std::string why = usage;
+      why += " (unknown key '";
+      why += key;
+      why += "')";
+      return Status(Code::kInvalid, why);
     }
   }
   if (r.device.empty()) return Status(Code::kInvalid, usage + " (device= is missing)");

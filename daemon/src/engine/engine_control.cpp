@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "engine/engine.hpp"
 #include "mcdma_internal/sys.hpp"
@@ -314,8 +315,9 @@ void Engine::RemoveExport(const std::string& name, Code reason) {
   for (uint8_t slot = kFirstRdmaSlot; slot < kDeviceSlots; ++slot) {
     Registration& reg = e.access_at(slot);
     if (reg.empty()) continue;
-    if (!drain.waiting.empty()) drain.registrations.push_back(std::move(reg));
-    reg.pieces.clear();
+    // Taken out of the record either way: kept by the drain, or gone now.
+    Registration taken = std::exchange(reg, Registration{});
+    if (!drain.waiting.empty()) drain.registrations.push_back(std::move(taken));
   }
   if (!drain.registrations.empty()) {
     drain.buffer = e.buffer;
