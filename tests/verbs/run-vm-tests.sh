@@ -11,7 +11,11 @@
 #      `verbs` variant of every Hosts/Link* test): two real daemons linked
 #      over verbs on rxe1/rxe2, all of it under the first profile, and the
 #      calls, bulk and killed-peer tests under the others
-#      (MCDMA_VERBS_PROFILE).
+#      (MCDMA_VERBS_PROFILE);
+#   5. the verbs rails suite (VerbsRails.*): three daemons in the one
+#      namespace, host-a with three Soft-RoCE devices of two profiles,
+#      host-b with two, host-c with one (guest-init wires them and exports
+#      MCDMA_RAIL_HOSTS; a wiring that fails its checks fails this step).
 # The integration binary names its daemon, tools and test app by their
 # build paths: the guest links those paths to its copies.
 #   run-vm-tests.sh BUILD_DIR [PROFILE...]   (default: all three profiles)
@@ -81,6 +85,14 @@ if [ -x ./mcdma_integration_tests ]; then
     MCDMA_VERBS_PROFILE=$p timeout 1200 ./mcdma_integration_tests \
       --gtest_filter="$filter" --gtest_brief=1 || fails=$((fails + 1))
   done
+  if [ -n "${MCDMA_RAIL_ERROR:-}" ]; then
+    step "verbs rails suite: not run: $MCDMA_RAIL_ERROR"
+    fails=$((fails + 1))
+  else
+    step "verbs rails suite: three daemons, six Soft-RoCE devices"
+    timeout 900 ./mcdma_integration_tests --gtest_filter='VerbsRails.*' --gtest_brief=1 ||
+      fails=$((fails + 1))
+  fi
 fi
 echo "== done (at ${SECONDS} s), $fails step(s) failed"
 exit $fails
