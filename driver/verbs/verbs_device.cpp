@@ -29,21 +29,6 @@ int IbvAccess(uint32_t access) {
   return flags;
 }
 
-PortState FromIbv(ibv_port_state s) {
-  switch (s) {
-    case IBV_PORT_DOWN:
-      return PortState::kDown;
-    case IBV_PORT_INIT:
-      return PortState::kInit;
-    case IBV_PORT_ARMED:
-      return PortState::kArmed;
-    case IBV_PORT_ACTIVE:
-      return PortState::kActive;
-    default:
-      return PortState::kUnknown;
-  }
-}
-
 const char* PortStateName(PortState s) {
   switch (s) {
     case PortState::kActive:
@@ -451,7 +436,7 @@ bool DeviceImpl::ReadPortBack() {
   ibv_port_attr attr{};
   // A failed query (a device being removed) leaves what the events said.
   if (ibv_query_port(ctx_.get(), config_.port, &attr) != 0) return false;
-  const PortState state = FromIbv(attr.state);
+  const PortState state = PortStateOf(attr.state);
   const bool active = state == PortState::kActive;
   MutexLock lock(port_mu_);
   if (device_fatal_ || active == port_active_) return false;

@@ -40,6 +40,21 @@ std::string GidText(const ibv_gid& gid) {
 
 }  // namespace
 
+PortState PortStateOf(ibv_port_state s) {
+  switch (s) {
+    case IBV_PORT_DOWN:
+      return PortState::kDown;
+    case IBV_PORT_INIT:
+      return PortState::kInit;
+    case IBV_PORT_ARMED:
+      return PortState::kArmed;
+    case IBV_PORT_ACTIVE:
+      return PortState::kActive;
+    default:
+      return PortState::kUnknown;
+  }
+}
+
 Status VerbsError(const char* call, const std::string& device, int err) {
   return Status(err == ENOMEM ? Code::kNoMemory : Code::kSystem,
                 std::string(call) + "(" + device + "): " + std::strerror(err) + " (errno " +
@@ -101,10 +116,7 @@ Result<DeviceInfo> Context::Describe(uint8_t port) const {
     return VerbsError("ibv_query_port", name_, rc);
   PortInfo p;
   p.num = port;
-  p.state = pattr.state == IBV_PORT_ACTIVE ? PortState::kActive
-            : pattr.state == IBV_PORT_DOWN ? PortState::kDown
-            : pattr.state == IBV_PORT_INIT ? PortState::kInit
-                                           : PortState::kUnknown;
+  p.state = PortStateOf(pattr.state);
   p.link_layer = pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
   p.active_mtu = MtuBytes(pattr.active_mtu);
   p.max_mtu = MtuBytes(pattr.max_mtu);

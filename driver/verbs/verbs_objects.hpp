@@ -19,6 +19,8 @@ namespace mcdma::driver::verbs {
 
 // "ibv_create_qp(rxe1): Cannot allocate memory (errno 12)".
 Status VerbsError(const char* call, const std::string& device, int err);
+// A port's state as libibverbs reports it, in the model's terms.
+PortState PortStateOf(ibv_port_state s);
 
 // The names of the RDMA devices this host has (ibv_get_device_list).
 Result<std::vector<std::string>> ListDevices();

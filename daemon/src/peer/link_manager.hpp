@@ -137,10 +137,9 @@ class LinkManager {
     // probed again. The dialer probes; both ends watch their interfaces.
     struct RailTry {
       bool up = false;
-      std::string local;          // this host's rail name
-      std::string remote;         // the peer's
-      std::string local_address;  // tcp: of this host's rail (its interface is watched)
-      uint8_t slot = 0;           // verbs: this host's RDMA port (its state is watched)
+      std::string local;   // this host's rail name
+      std::string remote;  // the peer's
+      uint8_t slot = 0;    // verbs: this host's RDMA port (its state is watched)
       std::string transport = "tcp";
       std::string device;  // verbs: this host's device and the peer's
       std::string peer_device;

@@ -140,7 +140,6 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
       t.up = false;
       t.local = spec.local;
       t.remote = spec.remote;
-      t.local_address = p.dialer.address();
       t.slot = spec.transport == Transport::kVerbs ? spec.slot : 0;
       t.transport = std::string(TransportName(spec.transport));
       t.device = spec.device;
@@ -272,16 +271,14 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
   rep.set_endpoint_info(endpoint->LocalInfo());
   rep.set_slot_bytes(options_.link_slot_bytes);
   const std::string& remote = req.endpoint_info();
-  const std::string& local_address = pair.callee.address();
   MutexLock lock(mu_);
   if (stopping_) return Status(Code::kUnavailable, "the daemon is stopping");
   JoinFinishedConnectors();
   auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread t([this, e, link_id, endpoint, spec, remote, local_address, done] {
+  std::thread t([this, e, link_id, endpoint, spec, remote, done] {
     auto note = [&](Entry::RailTry& t) MCDMA_REQUIRES(mu_) {
       t.local = spec.local;
       t.remote = spec.remote;
-      t.local_address = local_address;
       t.slot = spec.transport == Transport::kVerbs ? spec.slot : 0;
       t.transport = std::string(TransportName(spec.transport));
       t.device = spec.device;
