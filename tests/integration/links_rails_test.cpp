@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "rails_util.hpp"
 #include "test_util.hpp"
 #include "two_hosts.hpp"
 
@@ -35,50 +36,11 @@ using SteadyClock = std::chrono::steady_clock;
 
 std::string TcpName(const std::string& address) { return "tcp:" + address; }
 
-const v1::RailInfo* RailAt(const v1::LinkInfo& l, uint32_t index) {
-  for (const v1::RailInfo& r : l.rails())
-    if (r.index() == index) return &r;
-  return nullptr;
-}
-
 const v1::RailInfo* RailBetween(const v1::LinkInfo& l, const std::string& local,
                                 const std::string& remote) {
   for (const v1::RailInfo& r : l.rails())
     if (r.local() == local && r.remote() == remote) return &r;
   return nullptr;
-}
-
-// One line per rail, for logs and failure messages.
-std::string RailsSummary(const v1::LinkInfo& l) {
-  std::ostringstream os;
-  os << LinkSummary(l) << "\n";
-  for (const v1::RailInfo& r : l.rails()) {
-    os << "  rail " << r.index() << " " << r.name() << " " << r.state()
-       << (r.last_resort() ? " last_resort" : "") << (r.messages() ? " messages" : "")
-       << " bytes_sent " << r.bytes_sent() << " slices " << r.slices() << " reissued "
-       << r.slices_reissued() << " inflight " << r.inflight_bytes() << " share " << r.share()
-       << " mbps " << r.throughput_mbps() << " downs " << r.downs() << " retry_in_ms "
-       << r.retry_in_ms() << " last_error '" << r.last_error() << "'\n";
-  }
-  return os.str();
-}
-
-// Asks a serve app for its counts ("COUNT calls=.. notifies=.. bytes=..").
-std::string ServerCount(Child* server) {
-  if (!server->WriteStdin("count\n")) return "";
-  return server->WaitForPrefix("COUNT", Millis(10000)).value_or("");
-}
-
-// Asks a fill app to check its own memory against `seed`; its VERIFY line.
-std::string ExporterVerify(Child* exporter, uint64_t seed) {
-  if (!exporter->WriteStdin("verify " + std::to_string(seed) + "\n")) return "";
-  return exporter->WaitForPrefix("VERIFY", Millis(60000)).value_or("");
-}
-
-// The app's STATUS line (calls_ok, ...).
-std::string LoadStatus(Child* c) {
-  if (!c->WriteStdin("status\n")) return "";
-  return c->WaitForPrefix("STATUS", Millis(10000)).value_or("");
 }
 
 class LinkRails : public TwoHostsBase {

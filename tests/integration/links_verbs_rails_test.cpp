@@ -47,6 +47,7 @@
 #include "harness/daemons.hpp"
 #include "harness/hosts.hpp"
 #include "mcdma/v1/admin.pb.h"
+#include "rails_util.hpp"
 #include "test_util.hpp"
 #include "two_hosts.hpp"
 
@@ -160,12 +161,6 @@ bool AdminUp(const std::string& interface) {
           1u) != 0;
 }
 
-const v1::RailInfo* RailAt(const v1::LinkInfo& l, uint32_t index) {
-  for (const v1::RailInfo& r : l.rails())
-    if (r.index() == index) return &r;
-  return nullptr;
-}
-
 const v1::RailInfo* RailBetween(const v1::LinkInfo& l, const RailEnd& local,
                                 const RailEnd& remote) {
   for (const v1::RailInfo& r : l.rails())
@@ -178,22 +173,6 @@ uint64_t SlicesOf(const v1::LinkInfo& l, const RailEnd& local, const RailEnd& re
   return r == nullptr ? 0 : r->slices();
 }
 
-// One line per rail, for logs and failure messages.
-std::string RailsSummary(const v1::LinkInfo& l) {
-  std::ostringstream os;
-  os << LinkSummary(l) << "\n";
-  for (const v1::RailInfo& r : l.rails()) {
-    os << "  rail " << r.index() << " " << r.name() << " " << r.transport() << " " << r.state()
-       << (r.last_resort() ? " last_resort" : "") << (r.messages() ? " messages" : "") << " device "
-       << r.device() << ":" << r.port() << " peer_device " << r.peer_device() << " profile "
-       << r.profile() << " bytes_sent " << r.bytes_sent() << " slices " << r.slices()
-       << " reissued " << r.slices_reissued() << " inflight " << r.inflight_bytes() << " share "
-       << r.share() << " mbps " << r.throughput_mbps() << " downs " << r.downs() << " retry_in_ms "
-       << r.retry_in_ms() << " last_error '" << r.last_error() << "'\n";
-  }
-  return os.str();
-}
-
 std::string DevicesSummary(const v1::LinksReply& links) {
   std::ostringstream os;
   for (const v1::LocalVerbs& d : links.devices()) {
@@ -204,21 +183,6 @@ std::string DevicesSummary(const v1::LinksReply& links) {
        << d.max_registrations() << "\n";
   }
   return os.str();
-}
-
-std::string ServerCount(Child* server) {
-  if (!server->WriteStdin("count\n")) return "";
-  return server->WaitForPrefix("COUNT", Millis(10000)).value_or("");
-}
-
-std::string ExporterVerify(Child* exporter, uint64_t seed) {
-  if (!exporter->WriteStdin("verify " + std::to_string(seed) + "\n")) return "";
-  return exporter->WaitForPrefix("VERIFY", Millis(120000)).value_or("");
-}
-
-std::string LoadStatus(Child* c) {
-  if (!c->WriteStdin("status\n")) return "";
-  return c->WaitForPrefix("STATUS", Millis(10000)).value_or("");
 }
 
 class VerbsRails : public ::testing::Test {
@@ -526,7 +490,8 @@ class VerbsRails : public ::testing::Test {
     std::string w = RunToEnd(writer);
     EXPECT_EQ(Field(w, "ok"), 1u) << what << ": " << w << "\n" << Describe();
     EXPECT_EQ(Field(w, "bytes"), bytes) << what << ": " << w;
-    EXPECT_EQ(ExporterVerify(exporter, seed), "VERIFY ok bytes=" + std::to_string(bytes))
+    EXPECT_EQ(ExporterVerify(exporter, seed, Millis(120000)),
+              "VERIFY ok bytes=" + std::to_string(bytes))
         << what << ": the exporter's memory is not what host-a wrote\n"
         << Describe();
     return w;
