@@ -618,8 +618,12 @@ TEST_F(VerbsRails, TwoProfilesTwoPeers) {
       << "the cross pairs are not shown down with a last_error:\n"
       << RailsSummary(cross);
   // host-b and host-c see the same rails from their side.
-  for (auto [h, x, y] :
+  for (const auto& [hb, xb, yb] :
        {std::tuple{&b_, &rb1, &ra1}, std::tuple{&b_, &rb2, &ra2}, std::tuple{&c_, &rc1, &ra3}}) {
+    // Lambdas capture plain variables, not structured bindings (C++20 as clang 14 reads it).
+    auto* h = hb;
+    auto* x = xb;
+    auto* y = yb;
     v1::LinkInfo seen;
     EXPECT_TRUE(WaitLink(
         *h, "host-a",

@@ -171,17 +171,24 @@ const Registration* Engine::LocalRegFor(BufferRecord& buf, const Rail& r, std::s
 bool Engine::ReadyForLink(Session& s, const shm::SubmitDesc& d, BufferRecord& buf, EngineLink& l) {
   // Registered with the device of every rail that may carry it; one rail
   // that can is enough (the others are left out of this transfer).
-  std::string why = "no rail of the link to '" + l.spec.peer + "' is up";
+  // With no live rail (a wire cut the heartbeat has not yet called) the
+  // link is down for this transfer: LINK_DOWN, as after the link is dropped.
+  // NO_MEMORY is for a live rail whose device refused the registration.
+  std::string why;
+  bool live = false;
   bool any = false;
   for (const auto& r : l.rails) {
     if (r == nullptr || !r->live()) continue;
+    live = true;
     if (LocalRegFor(buf, *r, &why) != nullptr) any = true;
   }
-  if (!any) {
-    Decline(s, d, Code::kNoMemory, why);
+  if (any) return true;
+  if (!live) {
+    Decline(s, d, Code::kLinkDown, "no rail of the link to '" + l.spec.peer + "' is up");
     return false;
   }
-  return true;
+  Decline(s, d, Code::kNoMemory, why);
+  return false;
 }
 
 // Posts what the op may post now; true if anything was posted.
