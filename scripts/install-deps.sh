@@ -66,6 +66,8 @@ PACKAGES=(
   help2man dpkg-dev
   # the metrics test scrapes two daemons with a real Prometheus server
   prometheus
+  # fabric membership tests (tests/fabric): a real etcd
+  etcd-server etcd-client
 )
 
 # The dev venv with zig and clang-tidy (see the top of this file). Never the

@@ -25,7 +25,7 @@ namespace mcdma::daemon {
 
 void SetUpLogging(const std::string& level) {
   auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-  for (const char* name : {"daemon", "engine", "control", "peer"}) {
+  for (const char* name : {"daemon", "engine", "control", "peer", "fabric"}) {
     if (spdlog::get(name)) continue;
     auto logger = std::make_shared<spdlog::logger>(name, sink);
     logger->set_level(spdlog::level::from_str(level));
@@ -114,6 +114,7 @@ Status Daemon::StartAll() {
   admin_ = std::make_unique<AdminService>(*engine_, links);
   admin_->SetListeners(control_listener_.get(), peers_ ? &peers_->listener() : nullptr);
   if (peers_) admin_->SetPeerService(&peers_->service());
+  if (peers_) admin_->SetMembership(peers_->membership());
   grpc::ServerBuilder builder;
   builder.RegisterService(control_.get());
   builder.RegisterService(admin_.get());

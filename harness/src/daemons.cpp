@@ -143,6 +143,25 @@ Result<v1::LinksReply> ReadLinks(const std::string& mcdmactl, const DaemonHost& 
   return reply;
 }
 
+Result<v1::FabricReply> ReadFabric(const std::string& mcdmactl, const DaemonHost& h,
+                                   std::string* raw) {
+  CommandResult r = RunCommand({mcdmactl, "--socket", h.socket, "fabric", "--json"}, kLinksTimeout);
+  if (r.exit_code() != 0) {
+    return Status(r.exit_code() == kCtlUsage ? Code::kInvalid : Code::kUnavailable,
+                  "mcdmactl fabric --json: " + r.Describe());
+  }
+  if (raw != nullptr) *raw = r.out;
+  google::protobuf::util::JsonParseOptions po;
+  po.ignore_unknown_fields = true;
+  v1::FabricReply reply;
+  auto st = google::protobuf::util::JsonStringToMessage(r.out, &reply, po);
+  if (!st.ok()) {
+    return Status(Code::kInternal,
+                  "mcdmactl fabric --json printed no FabricReply: " + st.ToString() + "\n" + r.out);
+  }
+  return reply;
+}
+
 const v1::LinkInfo* FindLink(const v1::LinksReply& links, const std::string& peer) {
   for (const auto& l : links.links()) {
     if (l.peer() == peer) return &l;

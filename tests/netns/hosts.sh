@@ -17,6 +17,20 @@
 #                               end loses carrier)
 #   hosts.sh restore-rail PREFIX K
 #                               bring it back up
+#   hosts.sh cable PREFIX X Y [RATE]
+#                               a veth pair between hosts X and Y (letters,
+#                               X before Y): c-Y in PREFIX-X with
+#                               10.(100+i).(4j).1/30, c-X in PREFIX-Y with
+#                               .2 (i, j: the letters' positions from 1);
+#                               rate-limited as for rails. Prints
+#                               "ADDRESS_X ADDRESS_Y".
+#   hosts.sh cut-cable|restore-cable PREFIX X Y
+#                               take cable X-Y down at X (Y loses carrier),
+#                               bring it back
+#   hosts.sh store PREFIX       (3 or more hosts) give the bridge namespace
+#                               PREFIX-br the address 10.240.N.254 on the
+#                               bridge, where a store may listen for every
+#                               host; prints it
 #   hosts.sh cut PREFIX         take every host's link down
 #   hosts.sh restore PREFIX     bring them back up
 #   hosts.sh down PREFIX        delete the namespaces (and with them the links)
@@ -72,6 +86,8 @@ case "$cmd" in
     ip netns add "$br"
     ip -n "$br" link add br0 type bridge
     ip -n "$br" link set br0 up
+    # A store that may run here (`store`) needs loopback (etcd does).
+    ip -n "$br" link set lo up
     for (( i = 1; i <= count; i++ )); do
       x=${letters:i-1:1}
       ns=$prefix-$x
@@ -119,6 +135,43 @@ case "$cmd" in
       (( down == 0 )) && break
       sleep 0.05
     done
+    ;;
+  cable)
+    x=${3:?usage: hosts.sh cable PREFIX X Y [RATE]}
+    y=${4:?usage: hosts.sh cable PREFIX X Y [RATE]}
+    rate=${5:-}
+    i=$(( $(expr index "$letters" "$x") ))
+    j=$(( $(expr index "$letters" "$y") ))
+    if (( i == 0 || j == 0 || i >= j )); then
+      echo "hosts.sh cable: X and Y must be host letters with X before Y, not '$x' '$y'" >&2
+      exit 2
+    fi
+    ip link add "c-$y" netns "$prefix-$x" type veth peer name "c-$x" netns "$prefix-$y"
+    ip -n "$prefix-$x" addr add "10.$((100 + i)).$((4 * j)).1/30" dev "c-$y"
+    ip -n "$prefix-$y" addr add "10.$((100 + i)).$((4 * j)).2/30" dev "c-$x"
+    ip -n "$prefix-$x" link set "c-$y" up
+    ip -n "$prefix-$y" link set "c-$x" up
+    if [[ -n $rate ]]; then
+      ip netns exec "$prefix-$x" tc qdisc add dev "c-$y" root tbf rate "$rate" burst 256kb latency 100ms
+      ip netns exec "$prefix-$y" tc qdisc add dev "c-$x" root tbf rate "$rate" burst 256kb latency 100ms
+    fi
+    for (( k = 0; k < 100; k++ )); do
+      sx=$(ip netns exec "$prefix-$x" cat "/sys/class/net/c-$y/operstate")
+      sy=$(ip netns exec "$prefix-$y" cat "/sys/class/net/c-$x/operstate")
+      [[ $sx == up && $sy == up ]] && break
+      sleep 0.05
+    done
+    echo "10.$((100 + i)).$((4 * j)).1 10.$((100 + i)).$((4 * j)).2"
+    ;;
+  cut-cable|restore-cable)
+    x=${3:?usage: hosts.sh $cmd PREFIX X Y}
+    y=${4:?usage: hosts.sh $cmd PREFIX X Y}
+    state=$([[ $cmd == cut-cable ]] && echo down || echo up)
+    ip -n "$prefix-$x" link set "c-$y" "$state"
+    ;;
+  store)
+    ip -n "$prefix-br" addr add "10.240.$n.254/24" dev br0
+    echo "10.240.$n.254"
     ;;
   cut-rail|restore-rail)
     k=${3:?usage: hosts.sh $cmd PREFIX K}

@@ -87,6 +87,10 @@ Result<v1::LinksReply> AdminClient::ListLinks() {
   return Invoke<v1::LinksReply>(&v1::Admin::Stub::Links, v1::LinksRequest());
 }
 
+Result<v1::FabricReply> AdminClient::Fabric() {
+  return Invoke<v1::FabricReply>(&v1::Admin::Stub::Fabric, v1::FabricRequest());
+}
+
 Result<v1::LinkAddReply> AdminClient::AddLink(const std::string& peer, const std::string& address,
                                               const std::string& transport) {
   v1::LinkAddRequest request;

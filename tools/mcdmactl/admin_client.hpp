@@ -36,6 +36,7 @@ class AdminClient {
   Result<v1::ExportsReply> ListExports();
   Result<v1::BuffersReply> ListBuffers();
   Result<v1::LinksReply> ListLinks();
+  Result<v1::FabricReply> Fabric();
   // `transport` is "auto", "tcp" or "verbs"; the daemon validates all three.
   Result<v1::LinkAddReply> AddLink(const std::string& peer, const std::string& address,
                                    const std::string& transport);

@@ -8,6 +8,7 @@
 #include "bench_cmd.hpp"
 #include "command.hpp"
 #include "doctor/cmd.hpp"
+#include "fabric_cmd.hpp"
 #include "fabric_key_cmd.hpp"
 #include "links_cmd.hpp"
 #include "mcdma/client.hpp"
@@ -58,6 +59,7 @@ void AddCommands(CLI::App& app, CtlOptions& options, Action& chosen) {
                return Report("buffers", c, c.ListBuffers(), &RenderBuffers, f, io);
              });
   AddLinkCommands(app, options.json, chosen);
+  AddFabricCommands(app, options.json, chosen);
 }
 
 }  // namespace

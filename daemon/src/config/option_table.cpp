@@ -13,6 +13,7 @@ using Kind = OptionBounds::Kind;
 constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
 constexpr std::string_view kProfiles[] = {"linux-rc", "mcdma-cx5", "apple-tb5"};
+constexpr std::string_view kTransports[] = {"auto", "tcp", "verbs"};
 
 constexpr OptionBounds Range(int64_t min, int64_t max) { return {Kind::kRange, min, max}; }
 constexpr OptionBounds AtLeast(int64_t min) { return {Kind::kRange, min, kNoMax}; }
@@ -132,6 +133,23 @@ const std::array kTable = {
                "longest a peer may take over each stage of authentication", Range(100, 600'000)},
     OptionSpec{"peer_limits.auth_per_address", "--auth-per-address", &Options::auth_per_address,
                "authentications in progress from one address at once", Range(1, 32)},
+    OptionSpec{"fabric.store", "--fabric-store", &Options::fabric_store,
+               "membership store, etcd://HOST:PORT[,HOST:PORT...] (with a fabric key)"},
+    OptionSpec{"fabric.file", "--fabric-file", &Options::fabric_file,
+               "static fabric file: hosts, addresses, cables (instead of a store)"},
+    OptionSpec{"fabric.name", "--fabric-name", &Options::fabric_name,
+               "the fabric's name (its keys live under /mcdma/fabrics/NAME/)"},
+    OptionSpec{"fabric.lease_ttl_ms", "--fabric-lease-ttl-ms", &Options::fabric_lease_ttl_ms,
+               "this host's lease in the store; a dead host is evicted within it",
+               Range(2000, 600'000)},
+    OptionSpec{"fabric.interfaces", "--fabric-interfaces", &Options::fabric_interfaces,
+               "interfaces (patterns, comma-separated) whose addresses are fabric cables "
+               "(default: every one up but loopback)"},
+    OptionSpec{"fabric.transport",
+               "--fabric-transport",
+               &Options::fabric_transport,
+               "transport of the links the fabric makes: auto, tcp, verbs",
+               {Kind::kOneOf, 0, 0, kTransports}},
     OptionSpec{"tls.cert", "--tls-cert", &Options::tls_cert,
                "peer service TLS certificate, PEM (with tls.key and tls.ca)"},
     OptionSpec{"tls.key", "--tls-key", &Options::tls_key, "peer service TLS private key, PEM"},

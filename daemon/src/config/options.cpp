@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
@@ -294,6 +295,31 @@ Status ValidateRdma(const std::vector<RdmaConfig>& list) {
   return Status::Ok();
 }
 
+// [fabric]: a store or a file (not both), with a fabric key; a name that
+// can be a key segment in the store.
+Status ValidateFabric(const Options& o) {
+  if (o.fabric_store.empty() && o.fabric_file.empty()) return Status::Ok();
+  if (!o.fabric_store.empty() && !o.fabric_file.empty())
+    return Status(Code::kInvalid, "fabric.store and fabric.file: give one, not both");
+  if (o.fabric_key.empty())
+    return Status(Code::kInvalid,
+                  "fabric_key: required with fabric.store or fabric.file (the store says who "
+                  "exists, the key who is trusted)");
+  if (!o.fabric_store.empty() && o.fabric_store.rfind("etcd://", 0) != 0)
+    return Status(Code::kInvalid, "fabric.store: expected etcd://HOST:PORT[,HOST:PORT...], got '" +
+                                      o.fabric_store + "'");
+  const std::string& n = o.fabric_name;
+  bool ok = !n.empty() && n.size() <= 64;
+  for (char c : n) {
+    ok = ok &&
+         (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.');
+  }
+  if (!ok || n == "." || n == "..")
+    return Status(Code::kInvalid,
+                  "fabric.name: 1 to 64 of A-Z a-z 0-9 - _ . expected, got '" + n + "'");
+  return Status::Ok();
+}
+
 Status ValidatePeering(Options& o) {
   if (auto hp = SplitHostPort(o.listen, kDefaultPeerPort); !hp.ok())
     return Status(Code::kInvalid, "listen: " + hp.status().message());
@@ -321,6 +347,7 @@ Status ValidatePeering(Options& o) {
     if (!names.insert(o.peers[i].name).second)
       return Status(Code::kInvalid, where + ".name: '" + o.peers[i].name + "' is listed twice");
   }
+  MCDMA_RETURN_IF_ERROR(ValidateFabric(o));
   return ValidateRails(o.rails);
 }
 

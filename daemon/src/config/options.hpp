@@ -164,6 +164,25 @@ struct Options {
   uint32_t auth_timeout_ms = 5000;
   uint32_t auth_per_address = 4;
   std::vector<PeerConfig> peers;
+
+  // ---- Fabric membership (docs/architecture.md §22) ----
+  // The membership store, "etcd://host:port[,host:port...]"; empty: none.
+  std::string fabric_store;
+  // A static fabric file (the same on every host: hosts, addresses,
+  // cables); empty: none. At most one of store and file.
+  std::string fabric_file;
+  // The fabric's name: its keys in the store live under
+  // /mcdma/fabrics/NAME/.
+  std::string fabric_name = "default";
+  // The lease this host's record lives under in the store; kept alive
+  // every third of it. A host killed is evicted at most this long after.
+  uint32_t fabric_lease_ttl_ms = 6000;
+  // Interfaces whose IPv4 addresses this host publishes as its fabric
+  // addresses and treats as cables (shell patterns, comma-separated);
+  // empty: every interface that is up, but loopback.
+  std::string fabric_interfaces;
+  // The transport of the links the fabric makes ("auto", "tcp", "verbs").
+  std::string fabric_transport = "auto";
   // Names reserved for one user's sessions.
   std::vector<NameReservation> reservations;
 

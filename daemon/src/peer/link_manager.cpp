@@ -170,6 +170,8 @@ std::string_view PeerOriginName(PeerOrigin o) {
       return "runtime";
     case PeerOrigin::kIncoming:
       return "incoming";
+    case PeerOrigin::kFabric:
+      return "fabric";
   }
   return "config";
 }

@@ -48,8 +48,9 @@ namespace mcdma::daemon {
 enum class PeerState : uint8_t { kConnecting, kUp, kReconnecting, kRefused, kDown };
 std::string_view PeerStateName(PeerState s);  // "connecting", "up", ...
 // How this host knows a peer: from the config file, added at run time
-// (mcdmactl link add), or because it dialed this host.
-enum class PeerOrigin : uint8_t { kConfig, kRuntime, kIncoming };
+// (mcdmactl link add), because it dialed this host, or because fabric
+// membership added it (fabric/membership.hpp).
+enum class PeerOrigin : uint8_t { kConfig, kRuntime, kIncoming, kFabric };
 std::string_view PeerOriginName(PeerOrigin o);  // "config", "runtime", "incoming"
 
 class LinkManager {
@@ -72,7 +73,7 @@ class LinkManager {
   void set_listen_address(std::string address) { listen_address_ = std::move(address); }
 
   // ---- Admin ----
-  Status Add(const PeerConfig& peer) MCDMA_EXCLUDES(mu_);
+  Status Add(const PeerConfig& peer, PeerOrigin origin = PeerOrigin::kRuntime) MCDMA_EXCLUDES(mu_);
   Status Remove(const std::string& peer) MCDMA_EXCLUDES(mu_);
   void Fill(v1::LinksReply* out) MCDMA_EXCLUDES(mu_);
   Result<v1::LinkTestReply> Test(const std::string& peer, uint32_t bytes, uint32_t count)

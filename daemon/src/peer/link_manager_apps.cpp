@@ -185,7 +185,7 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
   return *r;
 }
 
-Status LinkManager::Add(const PeerConfig& peer) {
+Status LinkManager::Add(const PeerConfig& peer, PeerOrigin origin) {
   MCDMA_RETURN_IF_ERROR(ValidatePeer(peer, "peer"));
   if (peer.name == options_.host_id)
     return Status(Code::kInvalid, Reason::kPeerIdentity,
@@ -196,7 +196,7 @@ Status LinkManager::Add(const PeerConfig& peer) {
     return Status(Code::kAlreadyExists, "a link to '" + peer.name + "' exists");
   auto e = std::make_unique<Entry>();
   e->config = peer;
-  e->origin = PeerOrigin::kRuntime;
+  e->origin = origin;
   Entry* raw = e.get();
   out_.emplace(peer.name, std::move(e));
   channels_.erase(peer.name);

@@ -114,6 +114,16 @@ Result<std::unique_ptr<PeerPlane>> PeerPlane::Start(const Options& options, Engi
   plane_ptr->listen_ = JoinHostPort(listen.first, static_cast<uint32_t>(bound_port));
   plane_ptr->links_->set_listen_address(plane_ptr->listen_);
   plane_ptr->links_->Start();
+  if (!options.fabric_store.empty() || !options.fabric_file.empty()) {
+    LinkManager* links = plane_ptr->links_.get();
+    fabric::MembershipLinks ml;
+    ml.dial = [links](const PeerConfig& p) { return links->Add(p, PeerOrigin::kFabric); };
+    ml.drop = [links](const std::string& host) { return links->Remove(host); };
+    ml.describe = [links](v1::LinksReply* out) { links->Fill(out); };
+    plane_ptr->membership_ = std::make_unique<fabric::Membership>(
+        options, std::move(ml), links->instance_id(), static_cast<uint16_t>(bound_port));
+    MCDMA_RETURN_IF_ERROR(plane_ptr->membership_->Start());
+  }
   spdlog::get("peer")->info("peer service on {} ({}), fabric key {}", plane_ptr->listen_,
                             options.tls_cert.empty() ? "plaintext" : "TLS", key->Fingerprint());
   return plane;
@@ -124,6 +134,9 @@ void PeerPlane::Stop() {
   stopped_ = true;
   // Peers' calls first (no Connect may start a link while the links stop),
   // then our links (Goodbye to each peer). Start may have failed half-way.
+  // The fabric first: this host's record is withdrawn while its links
+  // still say goodbye.
+  if (membership_) membership_->Stop();
   if (listener_) listener_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   if (links_) links_->Stop(v1::PEER_GOODBYE_REASON_SHUTDOWN);

@@ -11,6 +11,7 @@
 #include "config/options.hpp"
 #include "driver/transport.hpp"
 #include "engine/engine.hpp"
+#include "fabric/membership.hpp"
 #include "listener.hpp"
 #include "mcdma_auth/fabric_key.hpp"
 #include "peer/link_manager.hpp"
@@ -30,6 +31,9 @@ class PeerPlane {
   PeerPlane& operator=(const PeerPlane&) = delete;
 
   LinkManager& links() { return *links_; }
+  // Fabric membership, or null when neither fabric.store nor fabric.file
+  // is set.
+  fabric::Membership* membership() { return membership_.get(); }
   // The peer port's listener (connection caps, refusals) and service
   // (authentication figures), for status.
   const Listener& listener() const { return *listener_; }
@@ -46,6 +50,7 @@ class PeerPlane {
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::unique_ptr<LinkManager> links_;
+  std::unique_ptr<fabric::Membership> membership_;
   std::unique_ptr<PeerServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   bool stopped_ = false;

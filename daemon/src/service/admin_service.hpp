@@ -10,6 +10,9 @@ namespace mcdma::daemon {
 
 class LinkManager;
 class PeerServiceImpl;
+namespace fabric {
+class Membership;
+}
 
 class AdminService final : public v1::Admin::Service {
  public:
@@ -23,6 +26,8 @@ class AdminService final : public v1::Admin::Service {
   }
   // The peer service, for its authentication figures (null: peering off).
   void SetPeerService(const PeerServiceImpl* peer) { peer_service_ = peer; }
+  // Fabric membership (null: no fabric.store or fabric.file).
+  void SetMembership(fabric::Membership* membership) { membership_ = membership; }
   // admin_service.cpp: the engine's snapshots, converted.
   grpc::Status Status(grpc::ServerContext*, const v1::StatusRequest*,
                       v1::StatusReply* out) override;
@@ -40,6 +45,8 @@ class AdminService final : public v1::Admin::Service {
                           v1::LinkRemoveReply*) override;
   grpc::Status LinkTest(grpc::ServerContext*, const v1::LinkTestRequest* req,
                         v1::LinkTestReply* rep) override;
+  grpc::Status Fabric(grpc::ServerContext*, const v1::FabricRequest*,
+                      v1::FabricReply* rep) override;
 
  private:
   Engine& engine_;
@@ -47,6 +54,7 @@ class AdminService final : public v1::Admin::Service {
   const Listener* control_listener_ = nullptr;
   const Listener* peer_listener_ = nullptr;
   const PeerServiceImpl* peer_service_ = nullptr;
+  fabric::Membership* membership_ = nullptr;
 };
 
 }  // namespace mcdma::daemon

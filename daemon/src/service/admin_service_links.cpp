@@ -1,4 +1,5 @@
 // The Admin service's link calls (mcdmactl links / link add|remove|test).
+#include "fabric/membership.hpp"
 #include "peer/link_manager.hpp"
 #include "service/admin_service.hpp"
 #include "service/grpc_status.hpp"
@@ -45,6 +46,14 @@ grpc::Status AdminService::LinkTest(grpc::ServerContext*, const v1::LinkTestRequ
   auto r = links_->Test(req->peer(), req->bytes(), req->count());
   if (!r.ok()) return ToGrpc(r.status());
   *rep = std::move(r).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::Fabric(grpc::ServerContext*, const v1::FabricRequest*,
+                                  v1::FabricReply* rep) {
+  rep->set_host_id(engine_.options().host_id);
+  if (membership_ == nullptr) return grpc::Status::OK;  // source "": no fabric
+  membership_->Fill(rep);
   return grpc::Status::OK;
 }
 

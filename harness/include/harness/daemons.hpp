@@ -75,6 +75,9 @@ bool SocketAccepts(const std::string& path);
 // something else; the message quotes it.
 Result<v1::LinksReply> ReadLinks(const std::string& mcdmactl, const DaemonHost& h,
                                  std::string* raw = nullptr);
+// `mcdmactl --socket h.socket fabric --json`, parsed, as ReadLinks.
+Result<v1::FabricReply> ReadFabric(const std::string& mcdmactl, const DaemonHost& h,
+                                   std::string* raw = nullptr);
 // The link to `peer` in `links`; nullptr when it lists none.
 const v1::LinkInfo* FindLink(const v1::LinksReply& links, const std::string& peer);
 
