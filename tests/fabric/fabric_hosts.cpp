@@ -45,7 +45,34 @@ void FabricHosts::SetUp() {
   ASSERT_TRUE(harness::WriteFabricKey(key_).ok());
 }
 
+harness::Child* FabricHosts::App(size_t i, const std::string& role, std::vector<std::string> args) {
+  std::vector<std::string> argv = {MCDMA_TESTAPP_PATH, role, "--socket", hosts_[i].socket};
+  for (auto& a : args) argv.push_back(std::move(a));
+  harness::SpawnOptions o;
+  o.name = role + " (" + hosts_[i].id + ")";
+  o.pipe_stdin = true;
+  o.stderr_path =
+      dir_ + "/app-" + std::to_string(apps_.size()) + "-" + hosts_[i].id + "-" + role + ".log";
+  auto child = harness::Child::Spawn(argv, o);
+  EXPECT_TRUE(child.ok()) << child.status().ToString();
+  if (!child.ok()) return nullptr;
+  apps_.push_back(std::move(child).value());
+  return apps_.back().get();
+}
+
+bool FabricHosts::WaitRoute(size_t i, const std::string& host, size_t hops, Millis timeout) {
+  return WaitFor(
+      [&] {
+        auto f = Fabric(i);
+        if (!f.ok()) return false;
+        const auto* h = HostIn(f.value(), host);
+        return h != nullptr && static_cast<size_t>(h->route_size()) == hops;
+      },
+      timeout);
+}
+
 void FabricHosts::TearDown() {
+  for (auto& app : apps_) app->Kill();
   std::vector<harness::DaemonHost*> stopping;
   for (auto& h : hosts_) {
     if (!h.daemon) continue;
@@ -71,6 +98,14 @@ void FabricHosts::TearDown() {
     for (auto& h : hosts_) std::cerr << "==== " << h.id << " ====\n" << Tail(h.log, 60);
     if (store_) std::cerr << "==== etcd ====\n" << store_->LogTail(20);
   }
+  if (HasFailure()) {
+    for (auto& app : apps_) {
+      std::cerr << "==== " << app->name() << " ====\n";
+      for (const auto& l : app->lines()) std::cerr << l << "\n";
+      std::cerr << Tail(app->stderr_path(), 20);
+    }
+  }
+  apps_.clear();
   for (auto& h : hosts_) h.daemon.reset();
   store_.reset();
   if (netns_) {

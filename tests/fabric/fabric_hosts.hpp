@@ -58,6 +58,14 @@ class FabricHosts : public ::testing::Test {
   static const v1::FabricHostView* HostIn(const v1::FabricReply& f, const std::string& host);
   void Cable(const std::string& command, char x, char y);
 
+  // Starts a test app (tests/integration/testapp.hpp's roles) on host i:
+  // `role` with `--socket` of that host's daemon and `args`; its stderr
+  // goes to the test's directory. Fails the test if it cannot start.
+  harness::Child* App(size_t i, const std::string& role, std::vector<std::string> args);
+  // Waits until host i's fabric lists a route to `host` of `hops` hosts
+  // (the destination included).
+  bool WaitRoute(size_t i, const std::string& host, size_t hops, Millis timeout);
+
   size_t index_of(const std::string& id) const;
   harness::DaemonHost& host(size_t i) { return hosts_[i]; }
 
@@ -69,6 +77,7 @@ class FabricHosts : public ::testing::Test {
   std::unique_ptr<harness::EtcdServer> store_;
   std::string store_url_;
   uint32_t lease_ttl_ms_ = 6000;
+  std::vector<std::unique_ptr<harness::Child>> apps_;
 };
 
 }  // namespace mcdma::ftest

@@ -28,7 +28,8 @@ namespace v1 = mcdma::v1;
 using test_support::Ctl;
 using test_support::Outcome;
 
-// A daemon that is up, with one tcp link up under `fingerprint`.
+// A daemon that is up, with one tcp link up under `fingerprint`, in no
+// fabric.
 class FakeDoctorAdmin final : public v1::Admin::Service {
  public:
   std::string fingerprint;
@@ -47,6 +48,10 @@ class FakeDoctorAdmin final : public v1::Admin::Service {
     link->set_peer("spark-2");
     link->set_state("up");
     link->set_transport("tcp");
+    return grpc::Status::OK;
+  }
+  grpc::Status Fabric(grpc::ServerContext*, const v1::FabricRequest*, v1::FabricReply* r) override {
+    r->set_host_id("spark-1");
     return grpc::Status::OK;
   }
 };
@@ -139,6 +144,8 @@ TEST_F(DoctorCliTest, HealthyHostExitsZeroWithOneLinePerCheck) {
            "[skip] rdma_device: no RDMA device; every peer uses tcp\n",
            "[skip] memlock: no RDMA device (tcp links pin no memory)\n",
            "[ ok ] daemon: mcdma-rpcd 9.9.9 answers on " + socket_ + "\n",
+           "[skip] fabric_store: no fabric (set fabric.store = \"etcd://HOST:PORT\" or "
+           "fabric.file to join one)\n",
            "[ ok ] peers: spark-2: up via tcp\n", "[skip] path_mtu: no verbs link\n",
            "[ ok ] clock: clock sync not needed: nothing compares timestamps across hosts\n"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "in\n" << r.out;
@@ -154,7 +161,7 @@ TEST_F(DoctorCliTest, JsonIsOneObjectWithEveryKey) {
   Parsed p = ParseJson(r.out);
   ASSERT_TRUE(p.ok) << r.out;
   EXPECT_TRUE(p.healthy);
-  ASSERT_EQ(p.checks.size(), 13u) << r.out;
+  ASSERT_EQ(p.checks.size(), 14u) << r.out;
   for (const auto& c : p.checks) {
     EXPECT_EQ(c.size(), 5u) << c.at("id");
     for (const char* key : {"id", "verdict", "summary", "detail", "fix"})

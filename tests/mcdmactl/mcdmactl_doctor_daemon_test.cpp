@@ -1,6 +1,6 @@
-// mcdmactl doctor's fabric key, daemon, peers and path MTU checks on fed
-// inputs: real key files (LoadFabricKey's verdict, as doctor gathers it) and
-// Status/Links replies as the daemon would send them.
+// mcdmactl doctor's fabric key, daemon, fabric store, peers and path MTU
+// checks on fed inputs: real key files (LoadFabricKey's verdict, as doctor
+// gathers it) and Status/Links/Fabric replies as the daemon would send them.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -29,7 +29,39 @@ DoctorInputs HealthyDaemonHost() {
   in.daemon.links_status = Status::Ok();
   in.daemon.links.set_peering(true);
   in.daemon.links.set_fabric_key_fingerprint("3fa9c01b");
+  in.daemon.fabric_status = Status::Ok();
+  in.daemon.fabric.set_host_id("spark-1");
   return in;
+}
+
+// A Fabric reply from etcd, connected, with this host and `members`.
+v1::FabricReply EtcdFabric(std::vector<v1::FabricHostView> members) {
+  v1::FabricReply f;
+  f.set_host_id("spark-1");
+  f.set_source("etcd");
+  f.set_store("etcd://10.0.0.10:2379");
+  f.set_fabric_name("default");
+  f.set_store_state("connected");
+  f.set_lease_id(0x525ba24947848006);
+  f.set_lease_ttl_ms(6000);
+  f.set_revision(9);
+  f.set_relists(1);
+  v1::FabricHostView* self = f.add_hosts();
+  self->set_host("spark-1");
+  self->set_state("self");
+  for (auto& m : members) *f.add_hosts() = std::move(m);
+  return f;
+}
+
+v1::FabricHostView Member(const std::string& host, const std::string& state,
+                          const std::string& reach, const std::string& link_state) {
+  v1::FabricHostView h;
+  h.set_host(host);
+  h.set_state(state);
+  h.set_reach(reach);
+  h.set_reach_detail(reach == "direct" ? "direct via c-" + host : "no subnet in common");
+  h.set_link_state(link_state);
+  return h;
 }
 
 class DoctorKeyFile : public ::testing::Test {
@@ -212,6 +244,99 @@ TEST(DoctorChecks, EveryRdmaPortIsShownWithItsStateGidAndBudgets) {
   tb5->set_queue_pairs(9);
   EXPECT_EQ(CheckRdmaPorts(in)[1].verdict, Verdict::kWarn);
   EXPECT_TRUE(Has(CheckRdmaPorts(in)[1].detail, "nearly spent")) << CheckRdmaPorts(in)[1].detail;
+}
+
+TEST(DoctorFabricStore, SkipsWithoutAFabricAndSaysHowToJoinOne) {
+  DoctorInputs in = HealthyDaemonHost();
+  auto r = CheckFabricStore(in);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].id, "fabric_store");
+  EXPECT_EQ(r[0].verdict, Verdict::kSkip);
+  EXPECT_EQ(r[0].summary,
+            "no fabric (set fabric.store = \"etcd://HOST:PORT\" or fabric.file to join one)");
+  in.daemon.fabric_status = Status(Code::kInvalid, "unimplemented: Fabric");
+  EXPECT_EQ(CheckFabricStore(in)[0].summary, "the daemon did not describe its fabric");
+  in.daemon.status = Status(Code::kUnavailable, "connection refused");
+  EXPECT_EQ(CheckFabricStore(in)[0].summary, "the daemon is not reachable");
+}
+
+// Members without a direct path (relays) and evicted members are no
+// warning; the store's state, lease, revision and counts are the summary.
+TEST(DoctorFabricStore, AConnectedEtcdIsOkWithItsLeaseRevisionAndMembers) {
+  DoctorInputs in = HealthyDaemonHost();
+  in.daemon.fabric = EtcdFabric({Member("spark-2", "member", "direct", "up"),
+                                 Member("spark-3", "member", "none", ""),
+                                 Member("spark-4", "evicted", "direct", "")});
+  auto r = CheckFabricStore(in);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].verdict, Verdict::kOk);
+  EXPECT_EQ(r[0].summary,
+            "etcd etcd://10.0.0.10:2379 connected: lease TTL 6000 ms, revision 9, 2 member(s), 1 "
+            "evicted, 1 reached directly");
+  EXPECT_TRUE(Has(r[0].detail, "fabric default")) << r[0].detail;
+}
+
+TEST(DoctorFabricStore, AFabricFileIsOkWithItsPathAndMembers) {
+  DoctorInputs in = HealthyDaemonHost();
+  in.daemon.fabric = EtcdFabric({Member("mac-2", "member", "direct", "up")});
+  in.daemon.fabric.set_source("file");
+  in.daemon.fabric.set_store("/etc/mcdma/fabric.toml");
+  in.daemon.fabric.set_store_state("file");
+  auto r = CheckFabricStore(in);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].verdict, Verdict::kOk);
+  EXPECT_EQ(r[0].summary,
+            "file /etc/mcdma/fabric.toml: 1 member(s), 0 evicted, 1 reached directly");
+}
+
+TEST(DoctorFabricStore, AStoreDownFailsQuotingItsErrorAndConnectingWarns) {
+  DoctorInputs in = HealthyDaemonHost();
+  in.daemon.fabric = EtcdFabric({Member("spark-2", "member", "direct", "up")});
+  in.daemon.fabric.set_store("etcd://10.0.0.10:2379,10.0.0.11:2379");
+  in.daemon.fabric.set_store_state("down");
+  in.daemon.fabric.set_store_error(
+      "etcd 10.0.0.10:2379: List /mcdma/fabric/default/hosts/: unreachable (no connection "
+      "within 2000 ms; failing to connect)");
+  auto r = CheckFabricStore(in);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].verdict, Verdict::kFail);
+  EXPECT_EQ(r[0].summary, "etcd etcd://10.0.0.10:2379,10.0.0.11:2379 down");
+  EXPECT_TRUE(Has(r[0].detail, "unreachable (no connection within 2000 ms")) << r[0].detail;
+  EXPECT_TRUE(Has(r[0].fix,
+                  "is etcd running (etcdctl --endpoints=10.0.0.10:2379,10.0.0.11:2379 endpoint "
+                  "health) and reachable from this host at 10.0.0.10:2379,10.0.0.11:2379"))
+      << r[0].fix;
+  EXPECT_TRUE(Has(r[0].fix, "links stay up meanwhile")) << r[0].fix;
+  EXPECT_FALSE(Healthy(r));
+  in.daemon.fabric.set_store_state("connecting");
+  in.daemon.fabric.clear_store_error();
+  r = CheckFabricStore(in);
+  EXPECT_EQ(r[0].verdict, Verdict::kWarn);
+  EXPECT_TRUE(Has(r[0].detail, "not reached the store yet: no error recorded yet")) << r[0].detail;
+  EXPECT_TRUE(Healthy(r));
+}
+
+// Of a direct pair the lower host id dials: the fix says which end to
+// look at.
+TEST(DoctorFabricStore, ADirectMemberWithoutAnUpLinkWarnsByName) {
+  DoctorInputs in = HealthyDaemonHost();
+  v1::FabricHostView dialed = Member("spark-3", "member", "direct", "reconnecting");
+  dialed.set_dial_address("10.101.8.3:7471");
+  in.daemon.fabric = EtcdFabric({Member("spark-2", "member", "direct", "up"), dialed,
+                                 Member("spark-4", "member", "direct", "")});
+  auto r = CheckFabricStore(in);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].verdict, Verdict::kOk);
+  EXPECT_EQ(r[1].id, "fabric_store");
+  EXPECT_EQ(r[1].verdict, Verdict::kWarn);
+  EXPECT_EQ(r[1].summary, "spark-3: reached directly, link reconnecting");
+  EXPECT_TRUE(Has(r[1].detail, "direct via c-spark-3")) << r[1].detail;
+  EXPECT_TRUE(Has(r[1].fix, "this host dials 10.101.8.3:7471")) << r[1].fix;
+  EXPECT_TRUE(Has(r[1].fix, "is TCP port 7471 open there?")) << r[1].fix;
+  EXPECT_EQ(r[2].verdict, Verdict::kWarn);
+  EXPECT_EQ(r[2].summary, "spark-4: reached directly, no link");
+  EXPECT_TRUE(Has(r[2].fix, "spark-4 dials this host")) << r[2].fix;
+  EXPECT_TRUE(Healthy(r));
 }
 
 TEST(DoctorBudgets, OkWhenNothingIsNearItsLimit) {

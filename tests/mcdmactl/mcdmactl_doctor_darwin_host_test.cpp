@@ -190,10 +190,11 @@ TEST(DoctorDarwinRun, AMacRunsTheMacChecksInOrder) {
   std::vector<std::string> ids;
   ids.reserve(results.size());
   for (const auto& r : results) ids.push_back(r.id);
-  EXPECT_EQ(ids, (std::vector<std::string>{"config", "thunderbolt_rdma", "cx5_kext", "rdma_device",
-                                           "port_active", "gid", "profile", "thunderbolt_bridge",
-                                           "memlock", "peer_address", "fabric_key", "daemon",
-                                           "budgets", "peers", "rdma_ports", "path_mtu", "clock"}));
+  EXPECT_EQ(ids,
+            (std::vector<std::string>{"config", "thunderbolt_rdma", "cx5_kext", "rdma_device",
+                                      "port_active", "gid", "profile", "thunderbolt_bridge",
+                                      "memlock", "peer_address", "fabric_key", "daemon", "budgets",
+                                      "fabric_store", "peers", "rdma_ports", "path_mtu", "clock"}));
   for (const auto& r : results) {
     EXPECT_NE(r.verdict, Verdict::kFail) << r.id << ": " << r.summary << " / " << r.fix;
   }
@@ -202,7 +203,7 @@ TEST(DoctorDarwinRun, AMacRunsTheMacChecksInOrder) {
   // The same inputs on Linux: no macOS check, the shell's RLIMIT_MEMLOCK.
   in.host_os = platform::Os::kLinux;
   results = RunChecks(in);
-  ASSERT_EQ(results.size(), 13u);
+  ASSERT_EQ(results.size(), 14u);
   EXPECT_EQ(results[1].id, "rdma_device");
   EXPECT_EQ(results[5].id, "memlock");
   EXPECT_TRUE(Has(results[5].summary, "RLIMIT_MEMLOCK")) << results[5].summary;

@@ -217,9 +217,10 @@ TEST(DoctorChecks, RunChecksKeepsTheOrderAndHealthIgnoresWarnAndSkip) {
   std::vector<std::string> ids;
   ids.reserve(results.size());
   for (const auto& r : results) ids.push_back(r.id);
-  EXPECT_EQ(ids, (std::vector<std::string>{"config", "rdma_device", "port_active", "gid", "profile",
-                                           "memlock", "fabric_key", "daemon", "budgets", "peers",
-                                           "rdma_ports", "path_mtu", "clock"}));
+  EXPECT_EQ(ids,
+            (std::vector<std::string>{"config", "rdma_device", "port_active", "gid", "profile",
+                                      "memlock", "fabric_key", "daemon", "budgets", "fabric_store",
+                                      "peers", "rdma_ports", "path_mtu", "clock"}));
   EXPECT_TRUE(Healthy(results));
   EXPECT_EQ(results.back().summary,
             "clock sync not needed: nothing compares timestamps across hosts");

@@ -70,7 +70,9 @@ TEST(FabricRender, TableNamesTheStoreEveryHostAndWhatHasNoPath) {
       << text;
   EXPECT_NE(text.find("direct via c-b"), std::string::npos) << text;
   EXPECT_NE(text.find("evicted"), std::string::npos) << text;
-  EXPECT_NE(text.find("host-c: no direct path: none of its addresses"), std::string::npos) << text;
+  EXPECT_NE(text.find("host-c: no direct path and no route: none of its addresses"),
+            std::string::npos)
+      << text;
   EXPECT_EQ(text.find("host-d: no direct path"), std::string::npos)
       << "evicted hosts are not listed";
 }

@@ -10,8 +10,8 @@
 namespace mcdma::daemon {
 namespace {
 
-std::string Text(const v1::StatusReply& s, const v1::LinksReply& l) {
-  return prometheus::TextSerializer().Serialize(MetricFamilies(s, l));
+std::string Text(const v1::StatusReply& s, const v1::LinksReply& l, const v1::FabricReply& f = {}) {
+  return prometheus::TextSerializer().Serialize(MetricFamilies(s, l, f));
 }
 
 v1::StatusReply SampleStatus() {
@@ -138,6 +138,69 @@ TEST(MetricFamilies, LinksHaveOneStateSeriesPerStateAndTheirCounters) {
   size_t first = text.find("# TYPE mcdma_link_state gauge");
   ASSERT_NE(first, std::string::npos);
   EXPECT_EQ(text.find("# TYPE mcdma_link_state gauge", first + 1), std::string::npos);
+}
+
+v1::FabricHostView* AddHost(v1::FabricReply& f, const char* host, const char* state,
+                            const char* reach) {
+  v1::FabricHostView* h = f.add_hosts();
+  h->set_host(host);
+  h->set_state(state);
+  h->set_reach(reach);
+  return h;
+}
+
+// An etcd fabric: this host, two members (one reached directly, one
+// through none) and an evicted one.
+v1::FabricReply SampleFabric() {
+  v1::FabricReply f;
+  f.set_host_id("host-a");
+  f.set_source("etcd");
+  f.set_store("etcd://10.0.0.10:2379");
+  f.set_store_state("connected");
+  f.set_revision(42);
+  f.set_relists(3);
+  AddHost(f, "host-a", "self", "");
+  AddHost(f, "host-b", "member", "direct");
+  AddHost(f, "host-c", "member", "none");
+  AddHost(f, "host-d", "evicted", "direct");
+  return f;
+}
+
+TEST(MetricFamilies, FabricFamiliesCountMembersAndFollowTheStore) {
+  std::string text = Text(SampleStatus(), {}, SampleFabric());
+  for (const char* family : {"mcdma_fabric_store_up gauge", "mcdma_fabric_members gauge",
+                             "mcdma_fabric_members_direct gauge",
+                             "mcdma_fabric_relists_total counter", "mcdma_fabric_revision gauge"}) {
+    const std::string type = std::string("# TYPE ") + family;
+    const size_t at = text.find(type);
+    EXPECT_NE(at, std::string::npos) << type << " in\n" << text;
+    EXPECT_EQ(text.find(type, at + 1), std::string::npos) << type << " twice";
+    const std::string name(family, std::string(family).find(' '));
+    EXPECT_NE(text.find("# HELP " + name + " "), std::string::npos) << name;
+  }
+  EXPECT_NE(text.find("mcdma_fabric_store_up{source=\"etcd\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("mcdma_fabric_members{state=\"member\"} 2"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_fabric_members{state=\"evicted\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_fabric_members_direct 1"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_fabric_relists_total 3"), std::string::npos);
+  EXPECT_NE(text.find("mcdma_fabric_revision 42"), std::string::npos);
+}
+
+TEST(MetricFamilies, AStoreDownIsZeroAFileIsUpAndNoFabricExportsNothing) {
+  v1::FabricReply f = SampleFabric();
+  f.set_store_state("down");
+  EXPECT_NE(Text(SampleStatus(), {}, f).find("mcdma_fabric_store_up{source=\"etcd\"} 0"),
+            std::string::npos);
+  f.set_store_state("connecting");
+  EXPECT_NE(Text(SampleStatus(), {}, f).find("mcdma_fabric_store_up{source=\"etcd\"} 0"),
+            std::string::npos);
+  f.set_source("file");
+  f.set_store_state("file");
+  EXPECT_NE(Text(SampleStatus(), {}, f).find("mcdma_fabric_store_up{source=\"file\"} 1"),
+            std::string::npos);
+  v1::FabricReply none;
+  none.set_host_id("host-a");
+  EXPECT_EQ(Text(SampleStatus(), {}, none).find("mcdma_fabric"), std::string::npos);
 }
 
 }  // namespace

@@ -49,6 +49,15 @@ std::string LinksCell(const v1::FabricHostView& h) {
   return out.empty() ? "-" : out;
 }
 
+// "-" (this host, or no route), "direct", or "via b > c > d".
+std::string RouteCell(const v1::FabricHostView& h) {
+  if (h.route().empty()) return "-";
+  if (h.route_size() == 1) return "direct";
+  std::string out = "via";
+  for (int i = 0; i + 1 < h.route_size(); ++i) out += (i == 0 ? " " : " > ") + h.route(i);
+  return out;
+}
+
 std::string ReachCell(const v1::FabricHostView& h) {
   if (h.state() == "self") return "-";
   if (h.reach() == "direct") return "direct " + h.reach_detail();
@@ -105,19 +114,37 @@ Status RenderFabric(const v1::FabricReply& reply, OutputFormat format, std::ostr
                {"LINK"},
                {"ADDRESSES"},
                {"LINKS UP"},
+               {"ROUTE"},
                {"AGE(ms)", true}});
   for (const auto& h : reply.hosts()) {
     table.AddRow({Clean(h.host(), 64), Clean(h.state(), 16),
                   h.boot_generation() == 0 ? "-" : Num(h.boot_generation()),
                   Clean(ReachCell(h), 40), h.link_state().empty() ? "-" : Clean(h.link_state(), 16),
                   Clean(Join(h.addresses()), 80), Clean(LinksCell(h), 120),
-                  h.state() == "self" ? "-" : Num(h.age_ms())});
+                  Clean(RouteCell(h), 120), h.state() == "self" ? "-" : Num(h.age_ms())});
   }
   table.Print(out);
   for (const auto& h : reply.hosts()) {
-    if (h.state() != "self" && h.reach() != "direct" && h.state() != "evicted")
-      out << "  " << Clean(h.host(), 64) << ": no direct path: " << Clean(h.reach_detail(), 200)
+    if (h.state() != "self" && h.reach() != "direct" && h.state() != "evicted" && h.route().empty())
+      out << "  " << Clean(h.host(), 64)
+          << ": no direct path and no route: " << Clean(h.reach_detail(), 200) << "\n";
+  }
+  const v1::FabricRelay& r = reply.relay();
+  const uint64_t dropped = r.dropped_hop_limit() + r.dropped_no_route() + r.dropped_full() +
+                           r.dropped_stale() + r.dropped_refused() + r.dropped_looped();
+  if (r.forwarded() != 0 || dropped != 0 || !r.routed().empty()) {
+    out << "relayed for others: " << Num(r.forwarded()) << " messages ("
+        << FormatBytes(r.forwarded_bytes()) << "), dropped " << Num(dropped) << " (hop limit "
+        << Num(r.dropped_hop_limit()) << ", no route " << Num(r.dropped_no_route()) << ", budget "
+        << Num(r.dropped_full()) << ", stale " << Num(r.dropped_stale()) << ", refused "
+        << Num(r.dropped_refused()) << ", loop " << Num(r.dropped_looped()) << ")\n";
+    for (const auto& l : r.routed()) {
+      out << "  routed link to " << Clean(l.peer(), 64) << ": next hop "
+          << (l.next_hop().empty() ? std::string("none") : Clean(l.next_hop(), 64)) << ", calls "
+          << Num(l.calls_out()) << "/" << Num(l.calls_in()) << ", unacked " << Num(l.unacked())
+          << ", sent again " << Num(l.resent()) << ", route changes " << Num(l.route_changes())
           << "\n";
+    }
   }
   return Status::Ok();
 }

@@ -231,6 +231,31 @@ class Engine {
           fn) {
     on_rail_down_ = std::move(fn);
   }
+  // ---- Routes (engine_routes.cpp) ----
+  // The route to a host without a link of its own: the neighbour its
+  // messages go to first, the hosts on the way, and the instance of its
+  // daemon as the fabric last saw it ("" when unknown).
+  struct Route {
+    std::string next_hop;
+    std::vector<std::string> hops;
+    std::string instance;
+  };
+  // Replaces the routes (and says which instance this daemon is). A routed
+  // link whose next hop changed sends its unacknowledged messages again
+  // over the new one; one whose peer restarted fails PEER_GONE.
+  void SetRoutes(std::string self_instance, std::map<std::string, Route> routes);
+  // The link traffic to `peer` takes: its own, else a routed one (made at
+  // first use); LINK_DOWN when there is neither.
+  Result<EngineLink*> RouteTo(const std::string& peer);
+  struct RoutedLookup {
+    uint64_t service_id = 0;
+    std::string instance;  // the answering daemon's
+  };
+  // Looks `service` up on `peer` over its routed link; `done` runs once on
+  // the engine thread (LINK_DOWN if the link goes down first).
+  Status StartRoutedLookup(const std::string& peer, const std::string& service,
+                           std::function<void(Result<RoutedLookup>)> done);
+  RelayStats relay_stats();
   // Drops every link to `peer` (Goodbye, removal).
   void DropPeer(const std::string& peer, Code code, const std::string& why);
   // Called (on the engine thread) when the data path drops a link by itself.
@@ -370,6 +395,25 @@ class Engine {
   std::vector<RailSnapshot> RailSnapshots(const EngineLink& l) const;
   void Dispatch(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
 
+  // engine_routes.cpp: routed links and relaying.
+  // The routed link to `peer` (made if none); null while one is being
+  // reset. A link for another instance of the peer is dropped first.
+  EngineLink* RoutedLinkTo(const std::string& peer, const std::string& peer_instance);
+  // `peer`'s link of its own that is not failed, or null.
+  EngineLink* DirectLinkTo(const std::string& peer);
+  // Wraps a routed link's backlog into envelopes on its next hop's link.
+  bool PumpRouted(EngineLink& l);
+  // Its unacknowledged messages go again (route change, no ack).
+  void ResendRouted(EngineLink& l, const char* why);
+  // Timers of a routed link: no route, no ack, resends, acks owed.
+  void ProgressRouted(EngineLink& l, Clock::time_point now);
+  // A kRouted envelope arrived on `from`: delivered here or forwarded.
+  void OnRouted(EngineLink& from, std::span<const std::byte> payload);
+  void OnLookup(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+  void OnLookupReply(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+  // Fails the lookups waiting on a link that went down.
+  void CancelRoutedLookup(uint64_t link_id);
+
   // engine_calls.cpp: calls, one path whoever the caller and the server.
   void HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way);
   void HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way, const PeerService& ps);
@@ -430,6 +474,26 @@ class Engine {
   std::function<void(uint64_t, const std::string&)> on_link_down_;
   std::function<void(uint64_t, uint32_t, const std::string&, bool)> on_rail_down_;
   std::unordered_map<uint64_t, PeerService> peer_services_;  // by local service id
+  // Routes (engine_routes.cpp).
+  std::string instance_;  // this daemon's instance id (for envelopes)
+  std::map<std::string, Route> routes_;
+  struct LookupWaiter {
+    uint64_t link = 0;
+    std::function<void(Result<RoutedLookup>)> done;
+  };
+  std::unordered_map<uint64_t, LookupWaiter> lookups_;
+  struct RelayCounters {
+    uint64_t forwarded = 0;
+    uint64_t forwarded_bytes = 0;
+    uint64_t delivered = 0;
+    uint64_t hop_limit = 0;
+    uint64_t no_route = 0;
+    uint64_t full = 0;
+    uint64_t stale = 0;
+    uint64_t refused = 0;
+    uint64_t looped = 0;
+    Clock::time_point last_log{};
+  } relay_;
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -145,9 +145,14 @@ void Engine::HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way) {
 
 void Engine::HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way,
                             const PeerService& ps) {
-  EngineLink* l = LinkTo(ps.peer);
-  if (l == nullptr) {
-    Decline(s, d, Code::kLinkDown, "no link to peer '" + ps.peer + "' is up");
+  auto route = RouteTo(ps.peer);
+  if (!route.ok()) {
+    Decline(s, d, route.status());
+    return;
+  }
+  EngineLink* l = route.value();
+  if (l->routed && (l->next_hop.empty() || DirectLinkTo(l->next_hop) == nullptr)) {
+    Decline(s, d, Code::kLinkDown, "no route to peer '" + ps.peer + "' is up");
     return;
   }
   if (l->spec.peer_instance != ps.peer_instance) {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "engine/engine.hpp"
+#include "engine/route_wire.hpp"
 #include "mcdma_internal/shm_segment.hpp"
 #include "mcdma_internal/wait.hpp"
 
@@ -118,6 +119,7 @@ void Engine::DropLink(uint64_t link_id, Code code, const std::string& why) {
   }
   transfers_.LinkGone(link_id, code, msg);
   for (auto& echo : links_.TakeEchoesOn(link_id)) echo.done(Status(code, msg));
+  CancelRoutedLookup(link_id);
   l.reset();  // closes the connection
   if (on_link_down_) on_link_down_(link_id, why);
 }
@@ -196,6 +198,7 @@ void Engine::SendMessage(EngineLink& l, link_wire::Header h, std::span<const std
 }
 
 bool Engine::PumpBacklog(EngineLink& l) {
+  if (l.routed) return PumpRouted(l);
   bool did = false;
   while (!l.backlog.empty() && !l.failed) {
     EngineLink::Outgoing& m = l.backlog.front();
@@ -252,8 +255,14 @@ bool Engine::ProgressLinks() {
   link_pending_.store(false);
   if (links_.empty()) return false;
   bool did = false;
+  const auto now = Clock::now();
   for (auto& [id, lp] : links_) {
     EngineLink& l = *lp;
+    if (l.routed) {
+      if (!l.failed) ProgressRouted(l, now);
+      did |= PumpBacklog(l);
+      continue;
+    }
     for (auto& r : l.rails) {
       if (l.failed) break;
       if (r != nullptr && r->live()) did |= ProgressRail(l, *r);
@@ -308,7 +317,8 @@ void Engine::OnFragment(EngineLink& l, Rail& r, uint32_t slot, uint32_t len) {
   r.stats.bytes_received += len;
   // Nothing legitimate is larger than an app's arena half (a call or a
   // reply) or an echo.
-  uint64_t limit = std::max<uint64_t>(options_.max_arena_bytes / 2, kMaxEchoBytes);
+  uint64_t limit =
+      std::max<uint64_t>(options_.max_arena_bytes / 2, kMaxEchoBytes) + route_wire::kOverhead;
   auto message = r.incoming.Feed({r.slot(slot), len}, limit);
   if (!message.ok()) {
     FailLink(l, message.status().code(), message.status().message());
@@ -410,6 +420,19 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
       if (auto echo = links_.TakeEcho(h.id)) echo->done(std::string(AsText(payload)));
       break;
     }
+    case link_wire::MsgType::kRouted:
+      if (l.routed) {
+        FailLink(l, Code::kLinkDown, "protocol error: a routed message inside a routed one");
+        break;
+      }
+      OnRouted(l, payload);
+      break;
+    case link_wire::MsgType::kLookup:
+      OnLookup(l, h, payload);
+      break;
+    case link_wire::MsgType::kLookupReply:
+      OnLookupReply(l, h, payload);
+      break;
     case link_wire::MsgType::kAck:
     case link_wire::MsgType::kRailProbe:  // taken on their rail (OnFragment)
     case link_wire::MsgType::kRailProbeAck:

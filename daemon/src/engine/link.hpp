@@ -51,8 +51,9 @@ constexpr uint8_t SlotOf(Transport t) {
 // device's own name.
 inline constexpr std::string_view kTcpKeys = "tcp";
 
-// Which end dialed a link: this host ("out") or the peer ("in").
-enum class LinkOrigin : uint8_t { kOut, kIn };
+// Which end dialed a link: this host ("out") or the peer ("in"); or no
+// link of its own: "routed" over other daemons (engine_routes.cpp).
+enum class LinkOrigin : uint8_t { kOut, kIn, kRouted };
 std::string_view OriginName(LinkOrigin o);
 
 // A (peer, origin) pair: links of all its generations share its counters.
@@ -284,6 +285,24 @@ struct EngineLink {
   bool failed = false;
   Code fail_code = Code::kLinkDown;
   std::string fail_reason;
+
+  // A routed link (origin kRouted: docs/architecture.md §23) has no rails:
+  // each message goes whole, in a kRouted envelope, over the link to
+  // `next_hop` (the route's first daemon); every relay forwards it. Its
+  // sequence numbers and acks are end to end, so a message lost with a
+  // relay is sent again (after a route change, or when nothing was
+  // acknowledged for a while) and delivered once.
+  bool routed = false;
+  std::string next_hop;  // "" while there is no route
+  // The peer's routed link whose messages this one receives (its epoch,
+  // docs/protocol.md §20); 0 before the first. This link's own epoch is
+  // its id.
+  uint64_t peer_epoch = 0;
+  Clock::time_point no_route_since{};
+  // When `acked` last moved, or the oldest unacknowledged message went out.
+  Clock::time_point ack_progress{};
+  Clock::time_point last_resend{};
+  uint64_t route_changes = 0;
 
   bool verbs() const { return spec.transport == Transport::kVerbs; }
   // Whether any rail of the link (up or not) runs on an RDMA device: a

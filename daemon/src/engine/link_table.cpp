@@ -23,7 +23,9 @@ std::optional<Transport> TransportFromName(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view OriginName(LinkOrigin o) { return o == LinkOrigin::kOut ? "out" : "in"; }
+std::string_view OriginName(LinkOrigin o) {
+  return o == LinkOrigin::kOut ? "out" : o == LinkOrigin::kIn ? "in" : "routed";
+}
 
 EngineLink& LinkTable::Add(std::unique_ptr<EngineLink> link) {
   link->stats = &stats_[LinkKey{link->spec.peer, link->spec.origin}];
@@ -57,7 +59,10 @@ EngineLink* LinkTable::To(const std::string& peer) {
   EngineLink* best = nullptr;
   for (auto& [id, l] : links_) {
     if (l->spec.peer != peer || l->failed) continue;
-    if (best == nullptr || l->spec.origin == LinkOrigin::kOut) best = l.get();
+    // A link of its own beats a routed one; of two, the one we dialed.
+    if (best == nullptr || (best->spec.origin == LinkOrigin::kRouted) ||
+        (l->spec.origin == LinkOrigin::kOut))
+      best = l.get();
   }
   return best;
 }

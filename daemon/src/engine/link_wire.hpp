@@ -46,7 +46,16 @@ enum class MsgType : uint8_t {
   // kRailProbeAck of its kRailProbe came back over it.
   kRailProbe = 9,
   kRailProbeAck = 10,
-  kMaxType = 10,
+  // A message for or from a host this link's peer is not: the payload is
+  // a route header (route_wire.hpp) and a whole message of the routed
+  // link between the two ends (docs/protocol.md §20). Relays forward it.
+  kRouted = 11,
+  // Routed links only: a service lookup (payload: the name; id: the
+  // request) and its answer (status, reason; target: the service id;
+  // payload: the answering daemon's instance id, or the error's message).
+  kLookup = 12,
+  kLookupReply = 13,
+  kMaxType = 13,
 };
 
 // Little-endian on the wire, whatever the host's order.

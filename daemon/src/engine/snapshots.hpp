@@ -116,4 +116,32 @@ struct BufferSnapshot {
   uint32_t registrations = 0;
 };
 
+// A routed link (engine_routes.cpp) as status displays show it.
+struct RoutedSnapshot {
+  std::string peer;
+  std::string next_hop;
+  std::string peer_instance;
+  uint64_t unacked = 0;
+  uint64_t resent = 0;
+  uint64_t route_changes = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t calls_out = 0;
+  uint64_t calls_in = 0;
+};
+
+// What this daemon relayed for others, and its routed links.
+struct RelayStats {
+  uint64_t forwarded = 0;
+  uint64_t forwarded_bytes = 0;
+  uint64_t delivered = 0;  // routed messages that ended here
+  uint64_t dropped_hop_limit = 0;
+  uint64_t dropped_no_route = 0;
+  uint64_t dropped_full = 0;
+  uint64_t dropped_stale = 0;
+  uint64_t dropped_refused = 0;
+  uint64_t dropped_looped = 0;
+  std::vector<RoutedSnapshot> routed;
+};
+
 }  // namespace mcdma::daemon

@@ -70,6 +70,17 @@ Status Membership::Start() {
       store_state_ = "file";
       if (!file.cables.empty())
         cables_ = std::make_unique<Cables>(file.cables.begin(), file.cables.end());
+      // A file says nothing of which links are up: its cables stand for
+      // them in the graph routes are computed over (this host's own links
+      // as they really are).
+      for (auto& r : file.hosts) {
+        for (const auto& [x, y] : file.cables) {
+          if (x != r.host() && y != r.host()) continue;
+          auto* l = r.add_links();
+          l->set_peer(x == r.host() ? y : x);
+          l->set_state("up");
+        }
+      }
       for (auto& r : file.hosts) {
         if (r.host() == options_.host_id) continue;
         Member m;
@@ -80,6 +91,7 @@ Status Membership::Start() {
     }
     Log()->info("fabric: {} hosts from the file {}", file.hosts.size(), options_.fabric_file);
     Reconcile();
+    thread_ = std::thread([this] { FileLoop(); });
     return Status::Ok();
   }
   MCDMA_ASSIGN_OR_RETURN(auto endpoints, ParseEtcdUrl(options_.fabric_store));
@@ -243,8 +255,12 @@ Status Membership::StoreSession(EtcdClient& client) {
   SetStore("connected", "");
   Reconcile();
 
+  // Every tick: this host's record and the routes follow its links; every
+  // third of the lease: the keepalive.
+  const milliseconds tick = std::min(keepalive, milliseconds(500));
+  auto renew_at = Clock::now() + keepalive;
   for (;;) {
-    if (!Sleep(keepalive)) return Status::Ok();
+    if (!Sleep(tick)) return Status::Ok();
     {
       MutexLock lock(mu_);
       if (watch_ended_) {
@@ -252,19 +268,29 @@ Status Membership::StoreSession(EtcdClient& client) {
         return Status(Code::kOutOfRange, "watch ended: " + watch_error_);
       }
     }
-    auto left = client.KeepAliveOnce(lease);
-    if (!left.ok()) {
-      if (left.status().code() == Code::kNotFound) {
-        MutexLock lock(mu_);
-        lease_ = 0;
+    if (Clock::now() >= renew_at) {
+      auto left = client.KeepAliveOnce(lease);
+      if (!left.ok()) {
+        if (left.status().code() == Code::kNotFound) {
+          MutexLock lock(mu_);
+          lease_ = 0;
+        }
+        return left.status();
       }
-      return left.status();
+      renew_at = Clock::now() + keepalive;
     }
+    links.Clear();  // describe adds to what it is given
     links_.describe(&links);
     own = OwnRecord(links);
     if (std::string shape = Shape(own); shape != published) {
       MCDMA_RETURN_IF_ERROR(client.Put(key, EncodeRecord(own), lease));
       published = std::move(shape);
+      std::vector<std::string> up;
+      for (const auto& l : own.links()) {
+        if (l.state() == "up") up.push_back(l.peer());
+      }
+      Log()->info("fabric: this host's record published again: links up to {}",
+                  up.empty() ? std::string("none") : fmt::format("{}", fmt::join(up, ", ")));
     }
     Reconcile();
   }
@@ -421,9 +447,49 @@ void Membership::Reconcile() {
       }
     }
   }
+  UpdateRoutes();
+}
+
+void Membership::UpdateRoutes() {
+  v1::LinksReply links;
+  links_.describe(&links);
+  v1::FabricHostRecord own = OwnRecord(links);
+  std::map<std::string, v1::FabricHostRecord> records;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [host, m] : members_) {
+      if (!m.evicted) records.emplace(host, m.record);
+    }
+  }
+  std::map<std::string, RouteEntry> routes = ComputeRoutes(own, records);
+  bool changed = false;
+  {
+    MutexLock lock(mu_);
+    if (stopping_) return;
+    auto same = [](const RouteEntry& a, const RouteEntry& b) {
+      return a.hops == b.hops && a.instance == b.instance;
+    };
+    changed = !routes_pushed_ || routes.size() != routes_.size();
+    for (auto a = routes.begin(), b = routes_.begin(); !changed && a != routes.end(); ++a, ++b)
+      changed = a->first != b->first || !same(a->second, b->second);
+    routes_ = routes;
+    routes_pushed_ = true;
+  }
+  if (!changed) return;
+  for (const auto& [host, r] : routes) {
+    if (r.hops.size() > 1)
+      Log()->info("fabric: route to '{}' via {} ({} hops)", host,
+                  fmt::format("{}", fmt::join(r.hops, " > ")), r.hops.size());
+  }
+  if (links_.routes) links_.routes(instance_, routes);
+}
+
+void Membership::FileLoop() {
+  while (Sleep(milliseconds(1000))) Reconcile();
 }
 
 void Membership::Fill(v1::FabricReply* out) {
+  if (links_.relay) links_.relay(out->mutable_relay());
   v1::LinksReply links;
   links_.describe(&links);
   std::map<std::string, const v1::LinkInfo*> by_peer;
@@ -466,6 +532,10 @@ void Membership::Fill(v1::FabricReply* out) {
     h->set_reach_detail(r.detail);
     if (auto it = dialed_.find(host); it != dialed_.end()) h->set_dial_address(it->second);
     if (auto it = by_peer.find(host); it != by_peer.end()) h->set_link_state(it->second->state());
+    if (auto it = routes_.find(host); it != routes_.end() && !m.evicted) {
+      for (const auto& hop : it->second.hops) h->add_route(hop);
+      h->set_route_cost_us(it->second.cost_us);
+    }
   }
   std::sort(out->mutable_hosts()->begin() + 1, out->mutable_hosts()->end(),
             [](const auto& x, const auto& y) { return x.host() < y.host(); });

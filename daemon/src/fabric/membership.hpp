@@ -33,6 +33,7 @@
 
 #include "config/options.hpp"
 #include "fabric/fabric_view.hpp"
+#include "fabric/routes.hpp"
 #include "mcdma/status.hpp"
 #include "mcdma/v1/admin.pb.h"
 #include "mcdma/v1/peer.pb.h"
@@ -47,6 +48,10 @@ struct MembershipLinks {
   std::function<Status(const PeerConfig&)> dial;   // add a link this host dials
   std::function<Status(const std::string&)> drop;  // remove a host's links
   std::function<void(v1::LinksReply*)> describe;   // the links as they are
+  // The routes changed (this host's instance id, and every route).
+  std::function<void(const std::string&, const std::map<std::string, RouteEntry>&)> routes;
+  // What the engine relayed, for `mcdmactl fabric`.
+  std::function<void(v1::FabricRelay*)> relay;
 };
 
 class Membership {
@@ -85,8 +90,13 @@ class Membership {
   void ReplaceAll(std::map<std::string, v1::FabricHostRecord> records) MCDMA_EXCLUDES(mu_);
   void Upsert(const std::string& host, const std::string& value) MCDMA_EXCLUDES(mu_);
   void Evict(const std::string& host) MCDMA_EXCLUDES(mu_);
-  // Dials the members this host should dial, drops those it should not.
+  // Dials the members this host should dial, drops those it should not,
+  // and recomputes the routes (handed on when they changed).
   void Reconcile() MCDMA_EXCLUDES(mu_);
+  void UpdateRoutes() MCDMA_EXCLUDES(mu_);
+  // The thread of a fabric file: reconciles every second (this host's
+  // links come and go, and routes with them).
+  void FileLoop() MCDMA_EXCLUDES(mu_);
   void SetStore(const std::string& state, const std::string& error) MCDMA_EXCLUDES(mu_);
   // Sleeps `d` unless stopping; false when stopping.
   bool Sleep(std::chrono::milliseconds d) MCDMA_EXCLUDES(mu_);
@@ -116,6 +126,8 @@ class Membership {
   bool watch_ended_ MCDMA_GUARDED_BY(mu_) = false;
   std::string watch_error_ MCDMA_GUARDED_BY(mu_);
   std::unique_ptr<EtcdClient> client_ MCDMA_GUARDED_BY(mu_);
+  std::map<std::string, RouteEntry> routes_ MCDMA_GUARDED_BY(mu_);
+  bool routes_pushed_ MCDMA_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

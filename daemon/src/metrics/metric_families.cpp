@@ -231,15 +231,46 @@ void AddLinks(Families& f, const v1::LinksReply& links) {
   }
 }
 
+// The fabric's membership (docs/architecture.md §22): whether its store
+// answers, its members by state, and how far the store's history was
+// followed. Nothing without a fabric.
+void AddFabric(Families& f, const v1::FabricReply& fabric) {
+  if (fabric.source().empty()) return;
+  const std::string& store = fabric.store_state();
+  f.Gauge("mcdma_fabric_store_up",
+          "1 while the fabric's store is reachable (always for a fabric file), by source.",
+          store == "connected" || store == "file" ? 1 : 0, {{"source", fabric.source()}});
+  uint32_t members = 0;
+  uint32_t evicted = 0;
+  uint32_t direct = 0;
+  for (const v1::FabricHostView& h : fabric.hosts()) {
+    if (h.state() == "member") ++members;
+    if (h.state() == "evicted") ++evicted;
+    if (h.state() == "member" && h.reach() == "direct") ++direct;
+  }
+  const char* help = "Hosts of the fabric other than this one, by state (member, evicted).";
+  f.Gauge("mcdma_fabric_members", help, members, {{"state", "member"}});
+  f.Gauge("mcdma_fabric_members", help, evicted, {{"state", "evicted"}});
+  f.Gauge("mcdma_fabric_members_direct",
+          "Members this host reaches directly (on a subnet or cable of its own).", direct);
+  f.Counter("mcdma_fabric_relists_total",
+            "Times the members were listed from the store (at start, after a watch error or a "
+            "reconnect).",
+            static_cast<double>(fabric.relists()));
+  f.Gauge("mcdma_fabric_revision", "The store revision last seen (0 for a fabric file).",
+          static_cast<double>(fabric.revision()));
+}
+
 }  // namespace
 
-std::vector<MetricFamily> MetricFamilies(const v1::StatusReply& status,
-                                         const v1::LinksReply& links) {
+std::vector<MetricFamily> MetricFamilies(const v1::StatusReply& status, const v1::LinksReply& links,
+                                         const v1::FabricReply& fabric) {
   Families f;
   AddState(f, status);
   AddOperations(f, status);
   AddBudgets(f, status.budgets());
   AddLinks(f, links);
+  AddFabric(f, fabric);
   return f.Take();
 }
 

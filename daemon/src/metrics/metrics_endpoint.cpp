@@ -22,7 +22,11 @@ class MetricsCollector final : public prometheus::Collectable {
     v1::LinksRequest links_req;
     v1::LinksReply links;
     if (!admin_.Links(nullptr, &links_req, &links).ok()) links.Clear();
-    return MetricFamilies(status, links);
+    v1::FabricRequest fabric_req;
+    v1::FabricReply fabric;
+    // Cleared on failure: no fabric series rather than stale ones.
+    if (!admin_.Fabric(nullptr, &fabric_req, &fabric).ok()) fabric.Clear();
+    return MetricFamilies(status, links, fabric);
   }
 
  private:

@@ -1,8 +1,8 @@
 // The opt-in Prometheus endpoint (`metrics_listen`): GET /metrics serves the
 // text exposition format over HTTP, from prometheus-cpp's Exposer (its
 // embedded civetweb server, two threads). Each scrape asks the Admin
-// service for Status and Links, as `mcdmactl status` does, and converts the
-// replies (metric_families.hpp).
+// service for Status, Links and Fabric, as `mcdmactl status`, `links` and
+// `fabric` do, and converts the replies (metric_families.hpp).
 #pragma once
 
 #include <memory>

@@ -84,6 +84,10 @@ class LinkManager {
                                  const std::string& service) MCDMA_EXCLUDES(mu_);
   Result<ResolveInfo> Resolve(uint64_t session, const std::string& peer, const std::string& name)
       MCDMA_EXCLUDES(mu_);
+  // LookupService of a host reached only through other daemons (a route
+  // the fabric computed): in-band over the engine's routed link.
+  Result<uint64_t> LookupRouted(uint64_t session, const std::string& peer,
+                                const std::string& service) MCDMA_EXCLUDES(mu_);
 
   // ---- The Peer service (callee side); `host` is the ticket's host id ----
   v1::PeerHelloReply OnHello(const std::string& host, const v1::PeerHelloRequest& req,

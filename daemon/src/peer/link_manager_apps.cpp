@@ -107,7 +107,12 @@ Status LinkManager::RequireUp(const std::string& peer) {
 
 Result<uint64_t> LinkManager::LookupService(uint64_t session, const std::string& peer,
                                             const std::string& service) {
-  MCDMA_RETURN_IF_ERROR(RequireUp(peer));
+  Status up = RequireUp(peer);
+  // A host without a link of its own but with a route (fabric membership):
+  // the lookup goes in-band over the routed link.
+  if (up.code() == Code::kNotFound && up.reason() == Reason::kNotLinked)
+    return LookupRouted(session, peer, service);
+  MCDMA_RETURN_IF_ERROR(up);
   MCDMA_ASSIGN_OR_RETURN(auto ch, ChannelFor(peer));
   v1::PeerLookupServiceRequest req;
   req.set_service(service);
@@ -120,6 +125,36 @@ Result<uint64_t> LinkManager::LookupService(uint64_t session, const std::string&
     MutexLock lock(mu_);
     ps.peer_instance = peers_[peer].instance;
   }
+  auto r = engine_.Run([&] { return engine_.AddPeerService(session, ps); });
+  if (!r) return Status(Code::kUnavailable, "the daemon is stopping");
+  return *r;
+}
+
+Result<uint64_t> LinkManager::LookupRouted(uint64_t session, const std::string& peer,
+                                           const std::string& service) {
+  auto answer = std::make_shared<std::promise<Result<Engine::RoutedLookup>>>();
+  auto future = answer->get_future();
+  auto started = engine_.Run([&] {
+    return engine_.StartRoutedLookup(peer, service, [answer](Result<Engine::RoutedLookup> r) {
+      answer->set_value(std::move(r));
+    });
+  });
+  if (!started) return Status(Code::kUnavailable, "the daemon is stopping");
+  if (!started->ok()) {
+    if (started->code() == Code::kLinkDown)
+      return Status(Code::kNotFound, Reason::kNotLinked,
+                    "peer '" + peer + "' is not linked to this daemon, and no route to it is up");
+    return *started;
+  }
+  if (future.wait_for(rpc_timeout_) != std::future_status::ready)
+    return Status(Code::kTimeout, "no answer from '" + peer + "' over its route within " +
+                                      std::to_string(rpc_timeout_.count()) + " ms");
+  MCDMA_ASSIGN_OR_RETURN(Engine::RoutedLookup found, future.get());
+  PeerService ps;
+  ps.peer = peer;
+  ps.name = service;
+  ps.remote_id = found.service_id;
+  ps.peer_instance = found.instance;
   auto r = engine_.Run([&] { return engine_.AddPeerService(session, ps); });
   if (!r) return Status(Code::kUnavailable, "the daemon is stopping");
   return *r;

@@ -120,6 +120,42 @@ Result<std::unique_ptr<PeerPlane>> PeerPlane::Start(const Options& options, Engi
     ml.dial = [links](const PeerConfig& p) { return links->Add(p, PeerOrigin::kFabric); };
     ml.drop = [links](const std::string& host) { return links->Remove(host); };
     ml.describe = [links](v1::LinksReply* out) { links->Fill(out); };
+    Engine* eng = &engine;
+    ml.routes = [eng](const std::string& self,
+                      const std::map<std::string, fabric::RouteEntry>& routes) {
+      std::map<std::string, Engine::Route> out;
+      for (const auto& [host, r] : routes)
+        out.emplace(host, Engine::Route{r.next_hop, r.hops, r.instance});
+      eng->Run([eng, self, out = std::move(out)]() mutable {
+        eng->SetRoutes(self, std::move(out));
+        return true;
+      });
+    };
+    ml.relay = [eng](v1::FabricRelay* out) {
+      auto stats = eng->Run([eng] { return eng->relay_stats(); });
+      if (!stats) return;
+      out->set_forwarded(stats->forwarded);
+      out->set_forwarded_bytes(stats->forwarded_bytes);
+      out->set_delivered(stats->delivered);
+      out->set_dropped_hop_limit(stats->dropped_hop_limit);
+      out->set_dropped_no_route(stats->dropped_no_route);
+      out->set_dropped_full(stats->dropped_full);
+      out->set_dropped_stale(stats->dropped_stale);
+      out->set_dropped_refused(stats->dropped_refused);
+      out->set_dropped_looped(stats->dropped_looped);
+      for (const auto& r : stats->routed) {
+        auto* o = out->add_routed();
+        o->set_peer(r.peer);
+        o->set_next_hop(r.next_hop);
+        o->set_unacked(r.unacked);
+        o->set_resent(r.resent);
+        o->set_route_changes(r.route_changes);
+        o->set_messages_sent(r.messages_sent);
+        o->set_messages_received(r.messages_received);
+        o->set_calls_out(r.calls_out);
+        o->set_calls_in(r.calls_in);
+      }
+    };
     plane_ptr->membership_ = std::make_unique<fabric::Membership>(
         options, std::move(ml), links->instance_id(), static_cast<uint16_t>(bound_port));
     MCDMA_RETURN_IF_ERROR(plane_ptr->membership_->Start());

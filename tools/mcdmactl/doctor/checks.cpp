@@ -147,6 +147,7 @@ std::vector<CheckResult> RunChecks(const DoctorInputs& in) {
   out.push_back(CheckFabricKey(in));
   out.push_back(CheckDaemon(in));
   out.push_back(CheckBudgets(in));
+  for (auto& r : CheckFabricStore(in)) out.push_back(std::move(r));
   for (auto& r : CheckPeers(in)) out.push_back(std::move(r));
   for (auto& r : CheckRdmaPorts(in)) out.push_back(std::move(r));
   for (auto& r : CheckPathMtu(in)) out.push_back(std::move(r));

@@ -3,14 +3,17 @@
 // tests feed recorded inputs and assert on verdicts and wording.
 // doctor_cmd.cpp gathers the inputs on the real host and renders the results.
 //
-// Every check yields one CheckResult (`peers` and `path_mtu` one per link)
-// in this order: config, rdma_device, port_active, gid, profile, memlock,
-// fabric_key, daemon, budgets, peers, path_mtu, clock. On macOS (host_os kMacOS) the
-// order is config, thunderbolt_rdma, cx5_kext, rdma_device, port_active,
-// gid, profile, thunderbolt_bridge, memlock (launchd's limit, not this
-// shell's), peer_address, fabric_key, daemon, budgets, peers, path_mtu, clock; the
-// macOS-only checks are in doctor_darwin.hpp, and the device checks' fixes
-// name macOS commands there instead of sysfs, ip(8) or rdma(8).
+// Every check yields one CheckResult (`peers` and `path_mtu` one per link,
+// `rdma_ports` one per port, `fabric_store` one plus one per member it
+// warns of) in this order: config, rdma_device, port_active, gid, profile,
+// memlock, fabric_key, daemon, budgets, fabric_store, peers, rdma_ports,
+// path_mtu, clock. On macOS (host_os kMacOS) the order is config,
+// thunderbolt_rdma, cx5_kext, rdma_device, port_active, gid, profile,
+// thunderbolt_bridge, memlock (launchd's limit, not this shell's),
+// peer_address, fabric_key, daemon, budgets, fabric_store, peers,
+// rdma_ports, path_mtu, clock; the macOS-only checks are in
+// doctor_darwin.hpp, and the device checks' fixes name macOS commands there
+// instead of sysfs, ip(8) or rdma(8).
 // A result says what was found (summary), why it matters (detail) and, for
 // warn and fail, the command or setting that fixes it (fix), naming the
 // concrete interface, file or peer.
@@ -83,6 +86,10 @@ struct DaemonInput {
   // The Links request, made only when Status answered.
   Status links_status = Status(Code::kUnavailable, "not asked");
   v1::LinksReply links;
+  // The Fabric request, made only when Status answered (a daemon older
+  // than the fabric answers it INVALID: unimplemented).
+  Status fabric_status = Status(Code::kUnavailable, "not asked");
+  v1::FabricReply fabric;
 };
 
 struct DoctorInputs {
@@ -123,6 +130,11 @@ CheckResult CheckDaemon(const DoctorInputs& in);
 // The daemon's limits against their use (doctor_budget_checks.cpp); skip
 // when the daemon did not answer.
 CheckResult CheckBudgets(const DoctorInputs& in);
+// The fabric's membership source (daemon_checks.cpp): skip without a
+// fabric or a daemon; a file is ok; an etcd store ok while connected, warn
+// while connecting, fail when down (quoting the store's error). Then one
+// warn per member reached directly whose link is not up.
+std::vector<CheckResult> CheckFabricStore(const DoctorInputs& in);
 // One result per link (a single skip when there is none to judge).
 std::vector<CheckResult> CheckPeers(const DoctorInputs& in);
 std::vector<CheckResult> CheckPathMtu(const DoctorInputs& in);

@@ -94,6 +94,13 @@ doctor::DaemonInput AskDaemon(const std::string& socket, std::chrono::millisecon
   } else {
     d.links_status = links.status();
   }
+  auto fabric = client.Fabric();
+  if (fabric.ok()) {
+    d.fabric_status = Status::Ok();
+    d.fabric = std::move(fabric).value();
+  } else {
+    d.fabric_status = fabric.status();
+  }
   return d;
 }
 
@@ -143,7 +150,8 @@ void AddDoctorCommand(CLI::App& app, const std::string& socket, const int& timeo
   CLI::App* sub = app.add_subcommand(
       "doctor",
       "Check this host's setup (config, RDMA device, port, GID, profile, locked memory, fabric "
-      "key, daemon, links) and say how to fix what is wrong; exit 1 if any check fails");
+      "key, daemon, fabric store, links) and say how to fix what is wrong; exit 1 if any check "
+      "fails");
   auto flags = std::make_shared<DoctorFlags>();
   sub->add_flag("--json", flags->json,
                 "Print {\"healthy\", \"checks\": [{\"id\", \"verdict\", \"summary\", \"detail\", "

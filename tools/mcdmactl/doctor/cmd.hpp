@@ -1,6 +1,6 @@
 // `mcdmactl doctor [--json] [--config FILE] [--socket PATH]`: checks this
 // host's setup (configuration, RDMA device, port, GID, profile, locked
-// memory, fabric key, daemon, links; on macOS also RDMA over Thunderbolt,
+// memory, fabric key, daemon, fabric store, links; on macOS also RDMA over Thunderbolt,
 // the ConnectX-5 kext, the Thunderbolt Bridge and the peer addresses) and
 // names what is wrong and how to fix it. The checks themselves:
 // doctor_checks.hpp; output: doctor_render.hpp; operator's guide:
@@ -46,7 +46,7 @@ struct DoctorFlags {
 
 // Reads the config, devices, RLIMIT_MEMLOCK and fabric key (on macOS also
 // runs the commands of doctor_darwin_gather.hpp), and asks the daemon for
-// its status and links.
+// its status, links and fabric.
 doctor::DoctorInputs GatherDoctorInputs(const DoctorFlags& flags);
 
 // Gathers, checks and prints; returns the exit code.

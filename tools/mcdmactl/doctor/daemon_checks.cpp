@@ -1,7 +1,8 @@
 // The checks of `mcdmactl doctor` that concern the fabric and the running
-// daemon: fabric key, daemon, peers (one per link), path MTU (one per verbs
-// link). Fixes name systemd and ip(8) on Linux, launchd (the daemon runs as
-// root there, launchd/org.mcdma.rpcd.plist.in) and ifconfig on macOS.
+// daemon: fabric key, daemon, fabric store (and the members it reaches
+// directly), peers (one per link), path MTU (one per verbs link). Fixes
+// name systemd and ip(8) on Linux, launchd (the daemon runs as root there,
+// launchd/org.mcdma.rpcd.plist.in) and ifconfig on macOS.
 #include <cstdio>
 
 #include "doctor/checks.hpp"
@@ -107,6 +108,80 @@ CheckResult LinkResult(const v1::LinkInfo& link, const v1::LinksReply& links) {
   return Judge("peers", Verdict::kFail, peer + ": unreachable (" + link.state() + ")", error, fix);
 }
 
+// "host:port[,host:port...]" of a store URL, for commands that name it.
+std::string StoreEndpoints(const std::string& url) {
+  const size_t sep = url.find("://");
+  return sep == std::string::npos ? url : url.substr(sep + 3);
+}
+
+// What the store check says of the members: "3 member(s), 1 evicted, 2
+// reached directly".
+std::string MembersText(const v1::FabricReply& f) {
+  int members = 0;
+  int evicted = 0;
+  int direct = 0;
+  for (const v1::FabricHostView& h : f.hosts()) {
+    if (h.state() == "member") ++members;
+    if (h.state() == "evicted") ++evicted;
+    if (h.state() == "member" && h.reach() == "direct") ++direct;
+  }
+  return std::to_string(members) + " member(s), " + std::to_string(evicted) + " evicted, " +
+         std::to_string(direct) + " reached directly";
+}
+
+// The store itself: a file is always ok, an etcd store by its state.
+CheckResult StoreResult(const v1::FabricReply& f) {
+  const std::string fabric = "fabric " + f.fabric_name() + ", host " + f.host_id();
+  if (f.source() == "file") {
+    return Judge("fabric_store", Verdict::kOk, "file " + f.store() + ": " + MembersText(f),
+                 fabric + "; the members are the file's hosts (the same file on every host)");
+  }
+  const std::string store = f.source() + " " + f.store();
+  if (f.store_state() == "connected") {
+    return Judge("fabric_store", Verdict::kOk,
+                 store + " connected: lease TTL " + std::to_string(f.lease_ttl_ms()) +
+                     " ms, revision " + std::to_string(f.revision()) + ", " + MembersText(f),
+                 fabric + ", listed " + std::to_string(f.relists()) + " time(s)");
+  }
+  const std::string endpoints = StoreEndpoints(f.store());
+  const std::string error = f.store_error().empty() ? "no error recorded yet" : f.store_error();
+  const std::string fix = "is etcd running (etcdctl --endpoints=" + endpoints +
+                          " endpoint health) and reachable from this host at " + endpoints +
+                          " (route, firewall)? the daemon retries by itself; links stay up "
+                          "meanwhile";
+  if (f.store_state() == "connecting") {
+    return Judge("fabric_store", Verdict::kWarn, store + " connecting",
+                 "the daemon has not reached the store yet: " + error,
+                 "run doctor again in a few seconds; if it stays, " + fix);
+  }
+  return Judge(
+      "fabric_store", Verdict::kFail, store + " " + f.store_state(),
+      "the daemon cannot reach the store: " + error +
+          ". Members and links stay as they were, but hosts that join or die are not seen, and "
+          "where the others still reach the store this host's lease (" +
+          std::to_string(f.lease_ttl_ms()) + " ms) runs out and they evict it",
+      fix);
+}
+
+// A member this host reaches directly whose link is not up (or missing).
+CheckResult MemberLinkResult(const v1::FabricHostView& h) {
+  const std::string state = h.link_state().empty() ? "no link" : "link " + h.link_state();
+  std::string fix;
+  if (h.dial_address().empty()) {
+    const std::string& host = h.host();
+    fix = host + " dials this host (of a pair, the lower host id dials): run mcdmactl doctor on " +
+          host + "; this host's Peer port (listen) must be open to it";
+  } else {
+    fix = "this host dials " + h.dial_address() + ": is " + h.host() +
+          "'s daemon running with this fabric's key (mcdmactl doctor there)? is TCP port " +
+          PeerPort(h.dial_address()) + " open there? mcdmactl links shows the last error";
+  }
+  return Judge("fabric_store", Verdict::kWarn, h.host() + ": reached directly, " + state,
+               h.host() + " is a member reached directly (" + h.reach_detail() +
+                   ") but its link is not up; calls to it fail until it is",
+               fix);
+}
+
 }  // namespace
 
 CheckResult CheckFabricKey(const DoctorInputs& in) {
@@ -184,6 +259,30 @@ CheckResult CheckDaemon(const DoctorInputs& in) {
           "; if it listens elsewhere, pass --socket PATH";
   }
   return Judge("daemon", Verdict::kFail, "no answer on " + d.socket, detail, fix);
+}
+
+std::vector<CheckResult> CheckFabricStore(const DoctorInputs& in) {
+  const DaemonInput& d = in.daemon;
+  if (!d.status.ok()) return {Judge("fabric_store", Verdict::kSkip, "the daemon is not reachable")};
+  if (!d.fabric_status.ok()) {
+    return {Judge("fabric_store", Verdict::kSkip, "the daemon did not describe its fabric",
+                  d.fabric_status.ToString())};
+  }
+  const v1::FabricReply& f = d.fabric;
+  if (f.source().empty()) {
+    return {Judge("fabric_store", Verdict::kSkip,
+                  "no fabric (set fabric.store = \"etcd://HOST:PORT\" or fabric.file to join "
+                  "one)",
+                  "links come from [[peer]] tables and mcdmactl link add only")};
+  }
+  std::vector<CheckResult> out = {StoreResult(f)};
+  // A member without a direct path is not linked by design (relays); an
+  // evicted one has had its links dropped.
+  for (const v1::FabricHostView& h : f.hosts()) {
+    if (h.state() == "member" && h.reach() == "direct" && h.link_state() != "up")
+      out.push_back(MemberLinkResult(h));
+  }
+  return out;
 }
 
 std::vector<CheckResult> CheckPeers(const DoctorInputs& in) {

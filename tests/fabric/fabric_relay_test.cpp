@@ -1,0 +1,127 @@
+// Relays: apps call services on hosts their daemon has no link to, over
+// routes through other daemons (routed links, docs/architecture.md §23),
+// byte for byte, and a route that breaks is replaced.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <string>
+
+#include "fabric_hosts.hpp"
+
+namespace mcdma::ftest {
+namespace {
+
+class FabricRelay : public FabricHosts {
+ protected:
+  // The JSON summary line a `call` app prints at its end.
+  static std::string Summary(harness::Child& app) {
+    app.ReadToEof(Millis(120000));
+    return app.LastLineWith("{\"ok\":");
+  }
+};
+
+TEST_F(FabricRelay, CallsCrossALineOfFiveHostsByteForByte) {
+  // a - b - c - d - e: host-a reaches host-e through three relays.
+  ASSERT_NO_FATAL_FAILURE(MakeFabric(5, {"ab", "bc", "cd", "de"}));
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  std::string why;
+  ASSERT_TRUE(WaitFor([&] { return LinksAreTheCables(&why); }, Millis(20000))) << why;
+  ASSERT_TRUE(WaitRoute(0, "host-e", 4, Millis(15000))) << "no 4-hop route from host-a to host-e";
+  ASSERT_TRUE(WaitRoute(4, "host-a", 4, Millis(15000))) << "no route back";
+
+  harness::Child* server = App(4, "serve", {"--service", "echo"});
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->WaitForPrefix("READY", Millis(15000)));
+  harness::Child* near = App(3, "serve", {"--service", "echo"});
+  ASSERT_NE(near, nullptr);
+  ASSERT_TRUE(near->WaitForPrefix("READY", Millis(15000)));
+
+  // Byte-checked echo calls of up to 64 KiB, four at a time per thread.
+  harness::Child* far_calls = App(0, "call",
+                                  {"--service", "host-e/echo", "--threads", "2", "--calls", "300",
+                                   "--depth", "4", "--max-payload", "65536", "--seed", "7"});
+  harness::Child* near_calls = App(0, "call",
+                                   {"--service", "host-d/echo", "--threads", "2", "--calls", "300",
+                                    "--depth", "4", "--max-payload", "65536", "--seed", "8"});
+  ASSERT_NE(far_calls, nullptr);
+  ASSERT_NE(near_calls, nullptr);
+  std::string far = Summary(*far_calls);
+  std::string nearer = Summary(*near_calls);
+  EXPECT_EQ(far.rfind("{\"ok\":600,\"failed\":0,\"mismatch\":0", 0), 0u) << far;
+  EXPECT_EQ(nearer.rfind("{\"ok\":600,\"failed\":0,\"mismatch\":0", 0), 0u) << nearer;
+  std::cout << "host-a > host-e (3 relays): " << far << "\nhost-a > host-d (2 relays): " << nearer
+            << "\n";
+
+  // The relays counted what they forwarded; host-a's routed links say
+  // where they go.
+  auto fb = Fabric(1);
+  ASSERT_TRUE(fb.ok());
+  EXPECT_GT(fb.value().relay().forwarded(), 1200u);
+  EXPECT_EQ(fb.value().relay().dropped_refused(), 0u);
+  auto fa = Fabric(0);
+  ASSERT_TRUE(fa.ok());
+  bool seen = false;
+  for (const auto& r : fa.value().relay().routed()) {
+    if (r.peer() != "host-e") continue;
+    seen = true;
+    EXPECT_EQ(r.next_hop(), "host-b");
+    EXPECT_GE(r.calls_out(), 600u);
+  }
+  EXPECT_TRUE(seen) << "host-a lists no routed link to host-e";
+  harness::CommandResult table = harness::RunCommand(
+      {MCDMA_CTL_PATH, "--socket", host(0).socket, "fabric"}, Millis(15000));
+  ASSERT_EQ(table.exit_code(), 0) << table.Describe();
+  std::cout << "mcdmactl fabric on host-a:\n" << table.out;
+}
+
+TEST_F(FabricRelay, ARouteThatBreaksIsReplacedAndCallsCarryOn) {
+  // A ring a-b-c-d-a: host-a reaches host-c through host-b or host-d.
+  ASSERT_NO_FATAL_FAILURE(MakeFabric(4, {"ab", "bc", "cd", "ad"}));
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  std::string why;
+  ASSERT_TRUE(WaitFor([&] { return LinksAreTheCables(&why); }, Millis(20000))) << why;
+  ASSERT_TRUE(WaitRoute(0, "host-c", 2, Millis(15000)));
+  harness::Child* server = App(2, "serve", {"--service", "echo"});
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->WaitForPrefix("READY", Millis(15000)));
+  auto fa = Fabric(0);
+  ASSERT_TRUE(fa.ok());
+  const std::string via = HostIn(fa.value(), "host-c")->route(0);
+  ASSERT_TRUE(via == "host-b" || via == "host-d") << via;
+  const char other = via == "host-b" ? 'd' : 'b';
+  // Calls for long enough to cut the cable under them.
+  harness::Child* calls =
+      App(0, "call",
+          {"--service", "host-c/echo", "--threads", "2", "--calls", "20000", "--depth", "2",
+           "--max-payload", "4096", "--seed", "9", "--timeout-ms", "20000"});
+  ASSERT_NE(calls, nullptr);
+  ASSERT_TRUE(calls->WaitForPrefix("STARTED", Millis(15000)));
+  std::this_thread::sleep_for(Millis(1000));
+  const char cut = via[5];  // host-b -> 'b'
+  ASSERT_TRUE(calls->Alive()) << "the calls ended before the cut";
+  Cable("cut-cable", 'a', cut);
+  ASSERT_TRUE(WaitRoute(0, "host-c", 2, Millis(15000)));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto f = Fabric(0);
+        return f.ok() && HostIn(f.value(), "host-c")->route(0) == std::string("host-") + other;
+      },
+      Millis(15000)))
+      << "the route to host-c did not move to host-" << other;
+  std::string sum = Summary(*calls);
+  EXPECT_EQ(sum.rfind("{\"ok\":40000,\"failed\":0,\"mismatch\":0", 0), 0u) << sum;
+  std::cout << "calls over a route cut under them: " << sum << "\n";
+  auto after = Fabric(0);
+  ASSERT_TRUE(after.ok());
+  for (const auto& r : after.value().relay().routed()) {
+    if (r.peer() != "host-c") continue;
+    EXPECT_GE(r.route_changes(), 1u);
+    std::cout << "host-a's routed link to host-c: next hop " << r.next_hop() << ", "
+              << r.route_changes() << " route changes, " << r.resent()
+              << " messages sent again\n";
+  }
+  Cable("restore-cable", 'a', cut);
+}
+
+}  // namespace
+}  // namespace mcdma::ftest
