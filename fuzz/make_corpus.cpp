@@ -21,6 +21,7 @@
 #include "driver/tcp/tcp_frame.hpp"
 #include "driver/verbs/verbs_wire.hpp"
 #include "engine/link_wire.hpp"
+#include "engine/route_wire.hpp"
 #include "mcdma/v1/peer.pb.h"
 #include "mcdma_auth/fabric_key.hpp"
 #include "mcdma_internal/mailbox_layout.hpp"
@@ -162,6 +163,28 @@ void LinkCorpus() {
   h.frag_off = 5;
   two += Fragment(h, "world");
   Write("link_wire", "fragments", two + Message(MsgType::kCall, 16, 1, "request"));
+  // Routed envelopes (route_wire.hpp): a call for this host from the
+  // link's peer, one from a host further away, and one to relay on.
+  daemon::link_wire::Header inner;
+  inner.type = MsgType::kCall;
+  inner.id = 21;
+  inner.target = 1;
+  inner.seq = 1;
+  inner.timeout_us = 1000000;
+  Bytes req = "routed request";
+  auto envelope = [&](uint8_t hops, const char* origin, const char* dest) {
+    return daemon::route_wire::Encode(hops, origin, dest, "fuzz-instance", "", 1, 0, inner,
+                                      {reinterpret_cast<const std::byte*>(req.data()), req.size()});
+  };
+  next_seq = 1;
+  Write("link_wire", "routed_call",
+        Message(MsgType::kRouted, 0, 0, envelope(0, "fuzz-peer", "fuzz-host")));
+  next_seq = 1;
+  Write("link_wire", "routed_far",
+        Message(MsgType::kRouted, 0, 0, envelope(2, "host-z", "fuzz-host")));
+  next_seq = 1;
+  Write("link_wire", "routed_relay",
+        Message(MsgType::kRouted, 0, 0, envelope(1, "host-z", "host-y")));
 }
 
 // ---- tcp_frames: a data connection's bytes (fuzz_tcp_frames.cpp) ----
