@@ -68,8 +68,8 @@ TEST_F(FabricRelay, CallsCrossALineOfFiveHostsByteForByte) {
     EXPECT_GE(r.calls_out(), 600u);
   }
   EXPECT_TRUE(seen) << "host-a lists no routed link to host-e";
-  harness::CommandResult table = harness::RunCommand(
-      {MCDMA_CTL_PATH, "--socket", host(0).socket, "fabric"}, Millis(15000));
+  harness::CommandResult table =
+      harness::RunCommand({MCDMA_CTL_PATH, "--socket", host(0).socket, "fabric"}, Millis(15000));
   ASSERT_EQ(table.exit_code(), 0) << table.Describe();
   std::cout << "mcdmactl fabric on host-a:\n" << table.out;
 }
@@ -117,8 +117,7 @@ TEST_F(FabricRelay, ARouteThatBreaksIsReplacedAndCallsCarryOn) {
     if (r.peer() != "host-c") continue;
     EXPECT_GE(r.route_changes(), 1u);
     std::cout << "host-a's routed link to host-c: next hop " << r.next_hop() << ", "
-              << r.route_changes() << " route changes, " << r.resent()
-              << " messages sent again\n";
+              << r.route_changes() << " route changes, " << r.resent() << " messages sent again\n";
   }
   Cable("restore-cable", 'a', cut);
 }
