@@ -122,5 +122,69 @@ TEST_F(FabricRelay, ARouteThatBreaksIsReplacedAndCallsCarryOn) {
   Cable("restore-cable", 'a', cut);
 }
 
+TEST_F(FabricRelay, EightHostsOfAPartialMeshAllReachEachOther) {
+  // A ring of eight with two chords: no host has more than three cables,
+  // and the farthest pairs are three links apart.
+  ASSERT_NO_FATAL_FAILURE(
+      MakeFabric(8, {"ab", "bc", "cd", "de", "ef", "fg", "gh", "ah", "ae", "cg"}));
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  std::string why;
+  ASSERT_TRUE(WaitFor([&] { return LinksAreTheCables(&why); }, Millis(30000))) << why;
+  // Every host has a route to every other (in its own view).
+  for (size_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          auto f = Fabric(i);
+          if (!f.ok()) return false;
+          for (const auto& h : f.value().hosts()) {
+            if (h.state() != "self" && h.route().empty()) return false;
+          }
+          return f.value().hosts_size() == 8;
+        },
+        Millis(20000)))
+        << host(i).id << " lacks a route";
+  }
+  for (size_t i = 0; i < 8; ++i) {
+    harness::Child* s = App(i, "serve", {"--service", "echo"});
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->WaitForPrefix("READY", Millis(15000)));
+  }
+  // From every host to every other: 20 byte-checked calls of up to 16 KiB
+  // each, the seven from one host at once.
+  size_t pairs = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    std::vector<std::pair<std::string, harness::Child*>> batch;
+    for (size_t j = 0; j < 8; ++j) {
+      if (i == j) continue;
+      harness::Child* c =
+          App(i, "call",
+              {"--service", host(j).id + "/echo", "--threads", "1", "--calls", "20", "--depth", "2",
+               "--max-payload", "16384", "--seed", std::to_string(i * 8 + j)});
+      ASSERT_NE(c, nullptr);
+      batch.emplace_back(host(i).id + " > " + host(j).id, c);
+    }
+    for (auto& [what, c] : batch) {
+      std::string sum = Summary(*c);
+      EXPECT_EQ(sum.rfind("{\"ok\":20,\"failed\":0,\"mismatch\":0", 0), 0u) << what << ": " << sum;
+      ++pairs;
+    }
+  }
+  EXPECT_EQ(pairs, 56u);
+  uint64_t forwarded = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    auto f = Fabric(i);
+    ASSERT_TRUE(f.ok());
+    forwarded += f.value().relay().forwarded();
+    EXPECT_EQ(f.value().relay().dropped_refused() + f.value().relay().dropped_looped(), 0u)
+        << host(i).id;
+  }
+  EXPECT_GT(forwarded, 0u);
+  harness::CommandResult table =
+      harness::RunCommand({MCDMA_CTL_PATH, "--socket", host(0).socket, "fabric"}, Millis(15000));
+  std::cout << "56 pairs of hosts, 20 calls each, all verified; relayed messages " << forwarded
+            << "\nmcdmactl fabric on host-a:\n"
+            << table.out;
+}
+
 }  // namespace
 }  // namespace mcdma::ftest
