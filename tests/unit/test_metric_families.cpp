@@ -186,6 +186,38 @@ TEST(MetricFamilies, FabricFamiliesCountMembersAndFollowTheStore) {
   EXPECT_NE(text.find("mcdma_fabric_revision 42"), std::string::npos);
 }
 
+TEST(MetricFamilies, RelaysAndRoutedLinksAreCountedByReasonAndPeer) {
+  v1::FabricReply f = SampleFabric();
+  v1::FabricRelay* r = f.mutable_relay();
+  r->set_forwarded(1200);
+  r->set_forwarded_bytes(5u << 20);
+  r->set_delivered(300);
+  r->set_dropped_hop_limit(2);
+  r->set_dropped_full(5);
+  v1::FabricRoutedLink* l = r->add_routed();
+  l->set_peer("host-e");
+  l->set_unacked(3);
+  l->set_resent(12);
+  l->set_route_changes(1);
+  l->set_calls_out(600);
+  std::string text = Text(SampleStatus(), {}, f);
+  for (const char* line :
+       {"mcdma_fabric_relay_forwarded_total 1200",
+        "mcdma_fabric_relay_forwarded_bytes_total 5242880",
+        "mcdma_fabric_routed_delivered_total 300",
+        "mcdma_fabric_relay_dropped_total{reason=\"hop_limit\"} 2",
+        "mcdma_fabric_relay_dropped_total{reason=\"budget\"} 5",
+        "mcdma_fabric_relay_dropped_total{reason=\"refused\"} 0",
+        "mcdma_fabric_routed_link_unacked{peer=\"host-e\"} 3",
+        "mcdma_fabric_routed_link_resent_total{peer=\"host-e\"} 12",
+        "mcdma_fabric_routed_link_route_changes_total{peer=\"host-e\"} 1",
+        "mcdma_fabric_routed_link_calls_total{peer=\"host-e\",direction=\"out\"} 600"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
+  EXPECT_EQ(text.find("# TYPE mcdma_fabric_relay_dropped_total counter"),
+            text.rfind("# TYPE mcdma_fabric_relay_dropped_total counter"))
+      << "one family, one TYPE line";
+}
+
 TEST(MetricFamilies, AStoreDownIsZeroAFileIsUpAndNoFabricExportsNothing) {
   v1::FabricReply f = SampleFabric();
   f.set_store_state("down");

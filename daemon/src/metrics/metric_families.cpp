@@ -259,6 +259,43 @@ void AddFabric(Families& f, const v1::FabricReply& fabric) {
             static_cast<double>(fabric.relists()));
   f.Gauge("mcdma_fabric_revision", "The store revision last seen (0 for a fabric file).",
           static_cast<double>(fabric.revision()));
+  // Relays and routes (docs/architecture.md §23).
+  const v1::FabricRelay& r = fabric.relay();
+  f.Counter("mcdma_fabric_relay_forwarded_total",
+            "Routed messages this daemon forwarded for other hosts.",
+            static_cast<double>(r.forwarded()));
+  f.Counter("mcdma_fabric_relay_forwarded_bytes_total",
+            "Bytes of the routed messages this daemon forwarded for other hosts.",
+            static_cast<double>(r.forwarded_bytes()));
+  f.Counter("mcdma_fabric_routed_delivered_total", "Routed messages that ended at this daemon.",
+            static_cast<double>(r.delivered()));
+  const char* dropped = "Routed messages this daemon dropped, by reason.";
+  for (const auto& [reason, n] :
+       {std::pair<const char*, uint64_t>{"hop_limit", r.dropped_hop_limit()},
+        {"no_route", r.dropped_no_route()},
+        {"budget", r.dropped_full()},
+        {"stale", r.dropped_stale()},
+        {"refused", r.dropped_refused()},
+        {"loop", r.dropped_looped()}})
+    f.Counter("mcdma_fabric_relay_dropped_total", dropped, static_cast<double>(n),
+              {{"reason", reason}});
+  for (const v1::FabricRoutedLink& l : r.routed()) {
+    f.Gauge("mcdma_fabric_routed_link_unacked",
+            "Messages of a routed link not yet acknowledged by its far end, by peer.",
+            static_cast<double>(l.unacked()), {{"peer", l.peer()}});
+    f.Counter("mcdma_fabric_routed_link_resent_total",
+              "Messages of a routed link sent again (route changes, no ack), by peer.",
+              static_cast<double>(l.resent()), {{"peer", l.peer()}});
+    f.Counter("mcdma_fabric_routed_link_route_changes_total",
+              "Times a routed link's next hop changed, by peer.",
+              static_cast<double>(l.route_changes()), {{"peer", l.peer()}});
+    f.Counter("mcdma_fabric_routed_link_calls_total",
+              "Calls over a routed link, by peer and direction (out: made here).",
+              static_cast<double>(l.calls_out()), {{"peer", l.peer()}, {"direction", "out"}});
+    f.Counter("mcdma_fabric_routed_link_calls_total",
+              "Calls over a routed link, by peer and direction (out: made here).",
+              static_cast<double>(l.calls_in()), {{"peer", l.peer()}, {"direction", "in"}});
+  }
 }
 
 }  // namespace
