@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 namespace mcdma::ftest {
@@ -163,10 +164,15 @@ void FabricHosts::Cable(const std::string& command, char x, char y) {
 void FabricHosts::StartDaemon(size_t i, std::vector<std::string> extra) {
   harness::DaemonHost& h = hosts_[i];
   h.extra = kLinkFlags;
-  for (const auto& f : std::vector<std::string>{
-           "--fabric-store", store_url_, "--fabric-interfaces", "c-*", "--fabric-lease-ttl-ms",
-           std::to_string(lease_ttl_ms_), "--fabric-transport", "tcp"})
-    h.extra.push_back(f);
+  std::vector<std::string> fabric = {"--fabric-interfaces",   "c-*",
+                                     "--fabric-lease-ttl-ms", std::to_string(lease_ttl_ms_),
+                                     "--fabric-transport",    "tcp"};
+  if (fabric_file_.empty()) {
+    fabric.insert(fabric.end(), {"--fabric-store", store_url_});
+  } else {
+    fabric.insert(fabric.end(), {"--fabric-file", fabric_file_});
+  }
+  for (const auto& f : fabric) h.extra.push_back(f);
   for (auto& f : extra) h.extra.push_back(std::move(f));
   Status st = harness::StartDaemon(MCDMA_RPCD_PATH, h, Millis(15000));
   ASSERT_TRUE(st.ok()) << h.id << ": " << st.ToString();
@@ -179,6 +185,31 @@ void FabricHosts::StartAll() {
 void FabricHosts::KillDaemon(size_t i) {
   if (hosts_[i].daemon) hosts_[i].daemon->Kill();
   hosts_[i].daemon.reset();
+}
+
+std::string FabricHosts::WriteFabricFile(bool cables) {
+  std::map<char, std::vector<std::string>> addresses;
+  for (const auto& [x, y] : cables_) {
+    const int i = x - 'a' + 1, j = y - 'a' + 1;
+    const std::string net = "10." + std::to_string(100 + i) + "." + std::to_string(4 * j) + ".";
+    addresses[x].push_back(net + "1:" + std::to_string(harness::kPeerPort));
+    addresses[y].push_back(net + "2:" + std::to_string(harness::kPeerPort));
+  }
+  std::string text;
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    text += "[[host]]\nid = \"" + hosts_[i].id + "\"\naddresses = [";
+    const auto& mine = addresses[static_cast<char>('a' + i)];
+    for (size_t k = 0; k < mine.size(); ++k) text += (k ? ", \"" : "\"") + mine[k] + "\"";
+    text += "]\n";
+  }
+  if (cables) {
+    for (const auto& [x, y] : cables_)
+      text += "[[cable]]\nhosts = [\"host-" + std::string(1, x) + "\", \"host-" +
+              std::string(1, y) + "\"]\n";
+  }
+  std::string path = dir_ + "/fabric.toml";
+  std::ofstream(path) << text;
+  return path;
 }
 
 Result<v1::FabricReply> FabricHosts::Fabric(size_t i, std::string* raw) {

@@ -77,6 +77,13 @@ class FabricHosts : public ::testing::Test {
   std::unique_ptr<harness::EtcdServer> store_;
   std::string store_url_;
   uint32_t lease_ttl_ms_ = 6000;
+  // Set (before StartDaemon): the daemons read this fabric file instead of
+  // the store.
+  std::string fabric_file_;
+  // The static fabric file for the cables made (each host's Peer service
+  // on each of its cables' addresses, hosts.sh's numbering), with
+  // [[cable]] tables when `cables`.
+  std::string WriteFabricFile(bool cables);
   std::vector<std::unique_ptr<harness::Child>> apps_;
 };
 

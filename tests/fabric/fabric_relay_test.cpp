@@ -122,6 +122,30 @@ TEST_F(FabricRelay, ARouteThatBreaksIsReplacedAndCallsCarryOn) {
   Cable("restore-cable", 'a', cut);
 }
 
+TEST_F(FabricRelay, AStaticFabricFileLinksItsCablesAndRoutesOverThem) {
+  // No store: the same file on every host, a line a-b-c, calls a > c.
+  ASSERT_NO_FATAL_FAILURE(MakeFabric(3, {"ab", "bc"}));
+  fabric_file_ = WriteFabricFile(true);
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  std::string why;
+  ASSERT_TRUE(WaitFor([&] { return LinksAreTheCables(&why); }, Millis(20000))) << why;
+  ASSERT_TRUE(WaitRoute(0, "host-c", 2, Millis(15000)));
+  auto f = Fabric(0);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f.value().source(), "file");
+  EXPECT_EQ(HostIn(f.value(), "host-c")->reach(), "none");
+  EXPECT_EQ(HostIn(f.value(), "host-c")->reach_detail(), "no cable to it in the fabric file");
+  harness::Child* server = App(2, "serve", {"--service", "echo"});
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->WaitForPrefix("READY", Millis(15000)));
+  harness::Child* calls = App(0, "call",
+                              {"--service", "host-c/echo", "--threads", "2", "--calls", "200",
+                               "--depth", "2", "--max-payload", "32768", "--seed", "5"});
+  ASSERT_NE(calls, nullptr);
+  std::string sum = Summary(*calls);
+  EXPECT_EQ(sum.rfind("{\"ok\":400,\"failed\":0,\"mismatch\":0", 0), 0u) << sum;
+}
+
 TEST_F(FabricRelay, EightHostsOfAPartialMeshAllReachEachOther) {
   // A ring of eight with two chords: no host has more than three cables,
   // and the farthest pairs are three links apart.
