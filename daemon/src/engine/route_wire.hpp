@@ -24,8 +24,9 @@
 // parse, host ids that are not valid, an inner message that is itself
 // kRouted or a rail probe, or an inner length that is not the rest of the
 // payload take the link the envelope came on down as a protocol error.
-// A message whose hops reached kMaxHops is dropped (a loop or a stale
-// route), as is one that names this host as its origin.
+// A relay drops a message that has crossed kMaxHops links already (hops +
+// 1 >= kMaxHops on arrival: a loop or a stale route), and one that names
+// this host as its origin.
 #pragma once
 
 #include <cstddef>
