@@ -126,6 +126,10 @@ bool Engine::PumpRouted(EngineLink& l) {
         (l.unacked.size() >= kMaxRoutedUnacked ||
          l.unacked_bytes + m.payload.size() > kMaxRoutedUnackedBytes))
       break;
+    // The next hop's link is shared with others' traffic: this end waits
+    // rather than fill it past the relay budget.
+    if (next->backlog_bytes != 0 && next->backlog_bytes + m.payload.size() > kRelayBudgetBytes)
+      break;
     link_wire::Header inner = m.header;
     inner.ack = l.delivered;
     std::string env =
