@@ -65,7 +65,8 @@ configure() {
 
 suite_targets() {
   # mcdma_integration_tests depends on the daemon, mcdmactl and the test app.
-  echo mcdma_unit_tests mcdma_engine_tests mcdma_integration_tests mcdma_c_abi_tests
+  echo mcdma_unit_tests mcdma_engine_tests mcdma_integration_tests mcdma_fabric_tests \
+    mcdma_c_abi_tests
   if [[ $kind == address ]]; then echo fuzz_all; fi
 }
 
