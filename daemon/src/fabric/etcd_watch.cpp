@@ -21,7 +21,7 @@ struct EtcdClient::Watch::State {
   std::string target;  // for messages
   std::string op;      // "watch PREFIX"
   std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<pb::Watch::Stub> stub;
+  std::unique_ptr<pb::Watch::Stub> watch_api;  // gRPC's generated client
   pb::WatchCreateRequest create;
   // Called on the thread only; on_end at most once.
   EventsFn on_events;
@@ -107,7 +107,7 @@ Status EtcdClient::Watch::State::ReadLoop(
 }
 
 void EtcdClient::Watch::State::Run() {
-  auto stream = stub->Watch(&ctx);
+  auto stream = watch_api->Watch(&ctx);
   pb::WatchRequest req;
   *req.mutable_create_request() = create;
   grpc::Status broken;
@@ -176,7 +176,7 @@ Result<std::unique_ptr<EtcdClient::Watch>> EtcdClient::WatchPrefix(const std::st
   state->target = ep.target;
   state->op = "watch " + etcd_internal::Shown(prefix);
   state->channel = ep.channel;
-  state->stub = pb::Watch::NewStub(ep.channel);
+  state->watch_api = pb::Watch::NewStub(ep.channel);
   state->create.set_key(etcd_internal::PrefixStart(prefix));
   state->create.set_range_end(etcd_internal::PrefixEnd(prefix));
   state->create.set_start_revision(start_revision);

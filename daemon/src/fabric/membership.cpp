@@ -348,16 +348,7 @@ void Membership::ReplaceAll(std::map<std::string, v1::FabricHostRecord> records)
     for (auto& [host, m] : members_) {
       if (records.count(host) == 0 && !m.evicted) gone.push_back(host);
     }
-    for (auto& [host, r] : records) {
-      Member& m = members_[host];
-      if (m.record.instance() != r.instance() && !m.record.instance().empty())
-        Log()->info("fabric: '{}' restarted (instance {})", host, r.instance());
-      else if (m.record.host().empty() || m.evicted)
-        Log()->info("fabric: '{}' joined", host);
-      m.record = std::move(r);
-      m.seen = Clock::now();
-      m.evicted = false;
-    }
+    for (auto& [host, r] : records) Take(host, std::move(r));
   }
   for (const auto& host : gone) Evict(host);
 }
@@ -374,12 +365,16 @@ void Membership::Upsert(const std::string& host, const std::string& value) {
     Log()->warn("fabric: more than {} hosts; ignoring '{}'", kMaxHosts, host);
     return;
   }
+  Take(host, std::move(r).value());
+}
+
+void Membership::Take(const std::string& host, v1::FabricHostRecord record) {
   Member& m = members_[host];
   if (m.record.host().empty() || m.evicted)
     Log()->info("fabric: '{}' joined", host);
-  else if (m.record.instance() != r.value().instance())
-    Log()->info("fabric: '{}' restarted (instance {})", host, r.value().instance());
-  m.record = std::move(r).value();
+  else if (m.record.instance() != record.instance())
+    Log()->info("fabric: '{}' restarted (instance {})", host, record.instance());
+  m.record = std::move(record);
   m.seen = Clock::now();
   m.evicted = false;
 }

@@ -89,6 +89,8 @@ class Membership {
   // Replaces the members with a listing (members missing are evicted).
   void ReplaceAll(std::map<std::string, v1::FabricHostRecord> records) MCDMA_EXCLUDES(mu_);
   void Upsert(const std::string& host, const std::string& value) MCDMA_EXCLUDES(mu_);
+  // Records a member's record as seen now (logging a join or a restart).
+  void Take(const std::string& host, v1::FabricHostRecord record) MCDMA_REQUIRES(mu_);
   void Evict(const std::string& host) MCDMA_EXCLUDES(mu_);
   // Dials the members this host should dial, drops those it should not,
   // and recomputes the routes (handed on when they changed).
