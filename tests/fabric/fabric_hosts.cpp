@@ -125,7 +125,15 @@ void FabricHosts::MakeFabric(size_t count, const std::vector<std::string>& cable
   netns_ = std::move(made).value();
   for (const auto& c : cables) {
     ASSERT_EQ(c.size(), 2u);
-    Cable("cable", c[0], c[1]);
+    if (cable_rate_.empty()) {
+      Cable("cable", c[0], c[1]);
+    } else {
+      harness::CommandResult r =
+          harness::RunCommand({"/bin/bash", MCDMA_HOSTS_SH, "cable", netns_->prefix(),
+                               std::string(1, c[0]), std::string(1, c[1]), cable_rate_},
+                              Millis(10000));
+      ASSERT_EQ(r.exit_code(), 0) << "hosts.sh cable: " << r.Describe();
+    }
     cables_.emplace_back(c[0], c[1]);
   }
   harness::CommandResult store =

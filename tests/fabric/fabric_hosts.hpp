@@ -77,6 +77,9 @@ class FabricHosts : public ::testing::Test {
   std::unique_ptr<harness::EtcdServer> store_;
   std::string store_url_;
   uint32_t lease_ttl_ms_ = 6000;
+  // Set (before MakeFabric): every cable is rate-limited to this (tc tbf,
+  // e.g. "400mbit"); empty: not limited.
+  std::string cable_rate_;
   // Set (before StartDaemon): the daemons read this fabric file instead of
   // the store.
   std::string fabric_file_;

@@ -598,4 +598,80 @@ TEST_F(InprocRelay, DuplicatesAreDeliveredOnceAndAnOlderEpochIsDropped) {
   EXPECT_TRUE(Link(relay_.link).has_value()) << DownReason(relay_.link);
 }
 
+// Proves routed pieces are checked at the export's host against the
+// origin host, not against whoever relayed them: far-host's WRITE to an
+// export granted to "other-host" only is answered PERMISSION_DENIED and
+// leaves the memory as it was; once granted to far-host, its WRITE lands
+// byte for byte and its READ answers the bytes; a piece past the end is
+// OUT_OF_RANGE; a piece whose length is not its bytes takes the routed
+// link down (a protocol error) while relay-peer's own link stays up.
+TEST_F(InprocRelay, RoutedPiecesAreCheckedAgainstTheOriginHost) {
+  Client* owner = StartControl();
+  ASSERT_NE(owner, nullptr);
+  auto buf = owner->Alloc(1 << 20);
+  ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+  std::memset(buf->data(), 0x11, buf->size());
+  ExportOptions only_other;
+  only_other.allow_read = true;
+  only_other.allow_write = true;
+  only_other.allowed_peers = {"other-host"};
+  ASSERT_TRUE(owner->Export(*buf, "kv", only_other).ok());
+  ExportOptions for_far = only_other;
+  for_far.allowed_peers = {kFar};
+  ASSERT_TRUE(owner->Export(*buf, "kv-far", for_far).ok());
+  auto exports = engine_->Run([&] { return engine_->ExportsNow(); });
+  ASSERT_TRUE(exports.has_value());
+  std::map<std::string, uint64_t> ids;
+  for (const auto& e : *exports) ids[e.name] = e.export_id;
+  SetRoutes({{kFar, "relay-peer"}});
+
+  uint64_t seq = 0;
+  auto piece = [&](route_wire::PieceKind kind, uint64_t export_id, uint64_t offset, uint64_t length,
+                   const std::string& bytes) {
+    Envelope e;
+    e.sender_epoch = 3;
+    e.inner = Inner(MsgType::kPiece, 100 + seq, seq + 1);
+    e.inner.target = export_id;
+    ++seq;
+    std::string head(route_wire::kPieceHeadBytes, '\0');
+    route_wire::EncodePieceHead({kind, offset, length}, reinterpret_cast<std::byte*>(head.data()));
+    e.payload = head + bytes;
+    SendRouted(relay_, e.Encode());
+  };
+  auto replies = [&] { return RoutedOfType(relay_, MsgType::kPieceReply); };
+  const std::string data(2048, '\x5a');
+
+  piece(route_wire::PieceKind::kWrite, ids["kv"], 0, data.size(), data);
+  ASSERT_TRUE(WaitFor([&] { return replies().size() == 1; })) << DownReason(relay_.link);
+  EXPECT_EQ(replies()[0].inner.status, static_cast<uint16_t>(Code::kPermissionDenied));
+  EXPECT_NE(replies()[0].payload.find("not granted to host 'far-host'"), std::string::npos)
+      << replies()[0].payload;
+  EXPECT_EQ(std::to_integer<uint8_t>(buf->data()[0]), 0x11) << "a refused write changed memory";
+
+  piece(route_wire::PieceKind::kWrite, ids["kv-far"], 8192, data.size(), data);
+  ASSERT_TRUE(WaitFor([&] { return replies().size() == 2; }));
+  EXPECT_EQ(replies()[1].inner.status, static_cast<uint16_t>(Code::kOk));
+  EXPECT_EQ(replies()[1].inner.id, 101u);
+  EXPECT_EQ(replies()[1].payload.size(), route_wire::kPieceHeadBytes);
+  EXPECT_EQ(std::memcmp(buf->data() + 8192, data.data(), data.size()), 0);
+  EXPECT_EQ(std::to_integer<uint8_t>(buf->data()[8191]), 0x11);
+
+  piece(route_wire::PieceKind::kRead, ids["kv-far"], 8190, 8, "");
+  ASSERT_TRUE(WaitFor([&] { return replies().size() == 3; }));
+  EXPECT_EQ(replies()[2].inner.status, static_cast<uint16_t>(Code::kOk));
+  EXPECT_EQ(replies()[2].payload.substr(route_wire::kPieceHeadBytes),
+            std::string("\x11\x11\x5a\x5a\x5a\x5a\x5a\x5a"));
+
+  piece(route_wire::PieceKind::kRead, ids["kv-far"], (1 << 20) - 4, 8, "");
+  ASSERT_TRUE(WaitFor([&] { return replies().size() == 4; }));
+  EXPECT_EQ(replies()[3].inner.status, static_cast<uint16_t>(Code::kOutOfRange));
+
+  // A WRITE head that claims more bytes than it carries.
+  piece(route_wire::PieceKind::kWrite, ids["kv-far"], 0, 64, "short");
+  ASSERT_TRUE(WaitFor([&] { return !RoutedLink(kFar).has_value(); }))
+      << "a malformed piece must take the routed link down";
+  EXPECT_TRUE(Link(relay_.link).has_value()) << "relay-peer's own link stays up";
+  EXPECT_TRUE(EchoWorks(relay_));
+}
+
 }  // namespace mcdma::itest::inproc_relay

@@ -79,8 +79,8 @@ TEST(LinkWire, RefusesWhatBreaksTheRules) {
   bad.type = static_cast<MsgType>(0);
   EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 0"),
             std::string::npos);
-  bad.type = static_cast<MsgType>(14);
-  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 14"),
+  bad.type = static_cast<MsgType>(18);
+  EXPECT_NE(DecodeError(bad, link_wire::kHeaderBytes + 10).find("unknown message type 18"),
             std::string::npos);
   bad.type = MsgType::kRevokeAck;
   EXPECT_EQ(DecodeError(bad, link_wire::kHeaderBytes + 10), "accepted");

@@ -111,5 +111,54 @@ TEST(RouteWire, EnvelopesRoundTripAndBadOnesAreNamed) {
   refused(route_wire::Encode(0, "a", "e", "", "", 1, 0, nested, {}), "never routed");
 }
 
+TEST(RouteWire, PieceHeadsAndExportAnswersRoundTripAndBadOnesAreNamed) {
+  route_wire::PieceHead p;
+  p.kind = route_wire::PieceKind::kRead;
+  p.offset = (5ull << 30) + 17;
+  p.length = route_wire::kMaxPieceBytes;
+  std::string bytes(route_wire::kPieceHeadBytes, '\0');
+  route_wire::EncodePieceHead(p, reinterpret_cast<std::byte*>(bytes.data()));
+  std::string why;
+  auto back = route_wire::DecodePieceHead(AsBytes(bytes), &why);
+  ASSERT_TRUE(back.has_value()) << why;
+  EXPECT_EQ(back->kind, route_wire::PieceKind::kRead);
+  EXPECT_EQ(back->offset, p.offset);
+  EXPECT_EQ(back->length, p.length);
+  auto refused = [&](std::string b, const char* says) {
+    std::string w;
+    EXPECT_FALSE(route_wire::DecodePieceHead(AsBytes(b), &w).has_value()) << says;
+    EXPECT_NE(w.find(says), std::string::npos) << w;
+  };
+  refused(bytes.substr(0, 23), "shorter than its head");
+  std::string kind = bytes;
+  kind[0] = 3;
+  refused(kind, "unknown kind 3");
+  p.length = route_wire::kMaxPieceBytes + 1;
+  route_wire::EncodePieceHead(p, reinterpret_cast<std::byte*>(bytes.data()));
+  refused(bytes, "of 262145 bytes");
+  p.length = 0;
+  route_wire::EncodePieceHead(p, reinterpret_cast<std::byte*>(bytes.data()));
+  refused(bytes, "of 0 bytes");
+
+  route_wire::ExportAnswer a;
+  a.length = 3ull << 30;
+  a.allow_write = true;
+  a.expires_in_ms = 1234;
+  a.instance = "inst-1";
+  const std::string enc = route_wire::EncodeExportAnswer(a);
+  auto got = route_wire::DecodeExportAnswer(AsBytes(enc), &why);
+  ASSERT_TRUE(got.has_value()) << why;
+  EXPECT_EQ(got->length, a.length);
+  EXPECT_FALSE(got->allow_read);
+  EXPECT_TRUE(got->allow_write);
+  EXPECT_EQ(got->expires_in_ms, 1234u);
+  EXPECT_EQ(got->instance, "inst-1");
+  EXPECT_FALSE(route_wire::DecodeExportAnswer(AsBytes(enc.substr(0, 24)), &why).has_value());
+  std::string rights = enc;
+  rights[8] = 4;
+  EXPECT_FALSE(route_wire::DecodeExportAnswer(AsBytes(rights), &why).has_value());
+  EXPECT_NE(why.find("rights 4"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace mcdma::daemon

@@ -63,6 +63,7 @@
 #include "engine/link_table.hpp"
 #include "engine/registry.hpp"
 #include "engine/resources.hpp"
+#include "engine/route_wire.hpp"
 #include "engine/session.hpp"
 #include "engine/session_table.hpp"
 #include "engine/snapshots.hpp"
@@ -255,6 +256,11 @@ class Engine {
   // the engine thread (LINK_DOWN if the link goes down first).
   Status StartRoutedLookup(const std::string& peer, const std::string& service,
                            std::function<void(Result<RoutedLookup>)> done);
+  // Resolves export `name` on `peer` over its routed link (the export must
+  // be granted to this host); `done` runs once on the engine thread with
+  // the export as a peer export to hand to AddPeerHandle.
+  Status StartRoutedResolve(const std::string& peer, const std::string& name,
+                            std::function<void(Result<PeerExport>)> done);
   RelayStats relay_stats();
   // Drops every link to `peer` (Goodbye, removal).
   void DropPeer(const std::string& peer, Code code, const std::string& why);
@@ -405,14 +411,30 @@ class Engine {
   bool PumpRouted(EngineLink& l);
   // Its unacknowledged messages go again (route change, no ack).
   void ResendRouted(EngineLink& l, const char* why);
+  // An ack of `ack` came: the round-trip estimate and the resend timer.
+  static void NoteRoutedAck(EngineLink& l, uint64_t ack, Clock::time_point now);
+  static Clock::duration RoutedResendTimeout(const EngineLink& l);
   // Timers of a routed link: no route, no ack, resends, acks owed.
   void ProgressRouted(EngineLink& l, Clock::time_point now);
   // A kRouted envelope arrived on `from`: delivered here or forwarded.
   void OnRouted(EngineLink& from, std::span<const std::byte> payload);
   void OnLookup(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
   void OnLookupReply(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
-  // Fails the lookups waiting on a link that went down.
+  // Fails the lookups and resolutions waiting on a link that went down.
   void CancelRoutedLookup(uint64_t link_id);
+
+  // engine_routed_transfer.cpp: READ/WRITE over a routed link, in pieces
+  // that are routed messages; the far end applies them to its export.
+  bool PostRoutedPieces(TransferOp& op, EngineLink& link);
+  void OnResolve(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+  void OnResolveReply(EngineLink& l, const link_wire::Header& h,
+                      std::span<const std::byte> payload);
+  void OnPiece(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+  void OnPieceReply(EngineLink& l, const link_wire::Header& h, std::span<const std::byte> payload);
+  // The export a routed piece names, if `origin` may access it as asked;
+  // else the error to answer.
+  Result<ExportRecord*> ExportForPiece(const std::string& origin, uint64_t export_id,
+                                       const route_wire::PieceHead& piece);
 
   // engine_calls.cpp: calls, one path whoever the caller and the server.
   void HandleCall(Session& s, const shm::SubmitDesc& d, bool one_way);
@@ -482,6 +504,12 @@ class Engine {
     std::function<void(Result<RoutedLookup>)> done;
   };
   std::unordered_map<uint64_t, LookupWaiter> lookups_;
+  struct ResolveWaiter {
+    uint64_t link = 0;
+    std::string name;
+    std::function<void(Result<PeerExport>)> done;
+  };
+  std::unordered_map<uint64_t, ResolveWaiter> resolves_;
   struct RelayCounters {
     uint64_t forwarded = 0;
     uint64_t forwarded_bytes = 0;

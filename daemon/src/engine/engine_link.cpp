@@ -337,6 +337,7 @@ void Engine::ProcessAck(EngineLink& l, uint64_t ack) {
                  ", but only " + std::to_string(l.next_seq - 1) + " were sent");
     return;
   }
+  if (l.routed && ack > l.acked) NoteRoutedAck(l, ack, Clock::now());
   l.acked = std::max(l.acked, ack);
   while (!l.unacked.empty() && l.unacked.begin()->first <= ack) {
     l.unacked_bytes -= l.unacked.begin()->second.payload.size();
@@ -432,6 +433,18 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
       break;
     case link_wire::MsgType::kLookupReply:
       OnLookupReply(l, h, payload);
+      break;
+    case link_wire::MsgType::kResolve:
+      OnResolve(l, h, payload);
+      break;
+    case link_wire::MsgType::kResolveReply:
+      OnResolveReply(l, h, payload);
+      break;
+    case link_wire::MsgType::kPiece:
+      OnPiece(l, h, payload);
+      break;
+    case link_wire::MsgType::kPieceReply:
+      OnPieceReply(l, h, payload);
       break;
     case link_wire::MsgType::kAck:
     case link_wire::MsgType::kRailProbe:  // taken on their rail (OnFragment)

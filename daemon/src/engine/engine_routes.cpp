@@ -14,9 +14,14 @@
 namespace mcdma::daemon {
 namespace {
 
-// Unacknowledged routed messages are sent again after this long without
-// an ack (a relay dropped them, or a route broke without anyone noticing).
-constexpr auto kRoutedResendAfter = std::chrono::milliseconds(500);
+// Unacknowledged routed messages are sent again when no ack came for the
+// resend timeout: the smoothed round trip of acked messages plus four
+// deviations (it includes the queues on the way: a full window on a slow
+// route takes a while), at least this, doubled after each resend that
+// brought no ack (a relay dropped them, or a route broke without anyone
+// noticing).
+constexpr auto kMinRoutedResendAfter = std::chrono::milliseconds(500);
+constexpr uint32_t kMaxResendBackoff = 3;
 // Bytes a relay lets wait on one outgoing link for others' traffic; beyond
 // it a routed message is dropped (its origin sends it again).
 constexpr uint64_t kRelayBudgetBytes = 32ULL << 20;
@@ -145,7 +150,9 @@ bool Engine::PumpRouted(EngineLink& l) {
     did = true;
     l.backlog_bytes -= m.payload.size();
     if (sequenced) {
-      if (l.unacked.empty()) l.ack_progress = Clock::now();
+      const auto now = Clock::now();
+      if (l.unacked.empty()) l.ack_progress = now;
+      m.sent_at = now;
       l.unacked_bytes += m.payload.size();
       const uint64_t seq = m.header.seq;
       l.unacked.emplace(seq, std::move(m));
@@ -155,12 +162,43 @@ bool Engine::PumpRouted(EngineLink& l) {
   return did;
 }
 
+Clock::duration Engine::RoutedResendTimeout(const EngineLink& l) {
+  Clock::duration rto =
+      std::max<Clock::duration>(kMinRoutedResendAfter, l.routed_srtt + 4 * l.routed_rttvar);
+  return rto * (1 << l.resend_backoff);
+}
+
+void Engine::NoteRoutedAck(EngineLink& l, uint64_t ack, Clock::time_point now) {
+  // One round-trip sample per ack, from the newest message it covers that
+  // went once (Karn: a message sent again says nothing of the route).
+  auto it = l.unacked.upper_bound(ack);
+  if (it != l.unacked.begin()) {
+    --it;
+    const EngineLink::Outgoing& m = it->second;
+    if (!m.sent_again && m.sent_at != Clock::time_point{}) {
+      const Clock::duration sample = now - m.sent_at;
+      if (l.routed_srtt == Clock::duration{}) {
+        l.routed_srtt = sample;
+        l.routed_rttvar = sample / 2;
+      } else {
+        const Clock::duration err =
+            sample > l.routed_srtt ? sample - l.routed_srtt : l.routed_srtt - sample;
+        l.routed_rttvar = (3 * l.routed_rttvar + err) / 4;
+        l.routed_srtt = (7 * l.routed_srtt + sample) / 8;
+      }
+    }
+  }
+  l.ack_progress = now;
+  l.resend_backoff = 0;
+}
+
 void Engine::ResendRouted(EngineLink& l, const char* why) {
   if (l.unacked.empty()) return;
   std::vector<EngineLink::Outgoing> again;
   again.reserve(l.unacked.size());
   for (auto& [seq, m] : l.unacked) {
     l.backlog_bytes += m.payload.size();
+    m.sent_again = true;
     again.push_back(std::move(m));
   }
   l.resent += again.size();
@@ -180,7 +218,8 @@ void Engine::ProgressRouted(EngineLink& l, Clock::time_point now) {
   if (next == nullptr) {
     if (l.no_route_since == Clock::time_point{}) l.no_route_since = now;
     if (now - l.no_route_since > timeout &&
-        (!l.unacked.empty() || !l.backlog.empty() || calls_.CountOnLink(l.id) != 0)) {
+        (!l.unacked.empty() || !l.backlog.empty() || calls_.CountOnLink(l.id) != 0 ||
+         transfers_.CountOnLink(l.id) != 0)) {
       FailLink(l, Code::kLinkDown,
                "no route to '" + l.spec.peer + "' for " + std::to_string(timeout.count()) + " ms");
     }
@@ -195,8 +234,11 @@ void Engine::ProgressRouted(EngineLink& l, Clock::time_point now) {
                    " ms over the route via '" + l.next_hop + "'");
       return;
     }
-    if (now - l.ack_progress > kRoutedResendAfter && now - l.last_resend > kRoutedResendAfter)
-      ResendRouted(l, "nothing acknowledged for 500 ms");
+    const auto rto = RoutedResendTimeout(l);
+    if (now - std::max(l.ack_progress, l.last_resend) > rto) {
+      ResendRouted(l, "nothing acknowledged in time");
+      l.resend_backoff = std::min(l.resend_backoff + 1, kMaxResendBackoff);
+    }
   }
   // Acks go back at once: the sender's window and resends wait on them.
   if (l.delivered > l.ack_sent) {
@@ -306,6 +348,15 @@ void Engine::CancelRoutedLookup(uint64_t link_id) {
     if (it->second.link == link_id) {
       auto done = std::move(it->second.done);
       it = lookups_.erase(it);
+      done(Status(Code::kLinkDown, "the routed link went down"));
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = resolves_.begin(); it != resolves_.end();) {
+    if (it->second.link == link_id) {
+      auto done = std::move(it->second.done);
+      it = resolves_.erase(it);
       done(Status(Code::kLinkDown, "the routed link went down"));
     } else {
       ++it;

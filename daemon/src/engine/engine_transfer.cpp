@@ -85,7 +85,7 @@ void Engine::HandlePeerTransfer(Session& s, const shm::SubmitDesc& d,
   bool is_read = d.opcode == static_cast<uint8_t>(shm::Op::kRead);
   if (!PeerExportAllows(s, d, *target)) return;
   EngineLink* l = LinkForPeerExport(s, d, *target);
-  if (l == nullptr || !ReadyForLink(s, d, *buf, *l)) return;
+  if (l == nullptr || (!l->routed && !ReadyForLink(s, d, *buf, *l))) return;
   TransferOp op;
   op.id = next_id_++;
   op.session = s.id();
@@ -135,9 +135,17 @@ bool Engine::PeerExportAllows(Session& s, const shm::SubmitDesc& d, PeerExport& 
 
 EngineLink* Engine::LinkForPeerExport(Session& s, const shm::SubmitDesc& d,
                                       const PeerExport& target) {
-  EngineLink* l = LinkTo(target.peer);
+  // Over the link of its own while it is up (the export's keys are for
+  // it); else, or when it was resolved over a route, as routed pieces.
+  EngineLink* l = target.routed ? nullptr : DirectLinkTo(target.peer);
   if (l == nullptr) {
-    Decline(s, d, Code::kLinkDown, "no link to peer '" + target.peer + "' is up");
+    auto route = routes_.find(target.peer);
+    if (route != routes_.end() && !route->second.next_hop.empty())
+      l = RoutedLinkTo(target.peer, route->second.instance);
+  }
+  if (l == nullptr) {
+    Decline(s, d, Code::kLinkDown,
+            "no link to peer '" + target.peer + "' is up, and no route to it");
     return nullptr;
   }
   if (l->spec.peer_instance != target.peer_instance) {
@@ -196,7 +204,7 @@ bool Engine::PostTransferPieces(TransferOp& op) {
   if (op.link != 0) {
     EngineLink* link = FindLink(op.link);
     if (link == nullptr || link->failed) return false;  // DropLink fails the op
-    return PostLinkPieces(op, *link);
+    return link->routed ? PostRoutedPieces(op, *link) : PostLinkPieces(op, *link);
   }
   driver::Connection* conn = local_.get();
   const driver::Caps& caps = conn->caps();

@@ -260,6 +260,9 @@ struct EngineLink {
     std::string payload;
     uint32_t sent = 0;
     bool started = false;
+    // Routed links: when it last went out, and whether it went before.
+    Clock::time_point sent_at{};
+    bool sent_again = false;
   };
   std::deque<Outgoing> backlog;
   uint64_t backlog_bytes = 0;
@@ -303,6 +306,14 @@ struct EngineLink {
   Clock::time_point ack_progress{};
   Clock::time_point last_resend{};
   uint64_t route_changes = 0;
+  // The round trip of routed messages to their ack, smoothed, and its
+  // deviation; resends in a row without an ack (the timeout doubles).
+  Clock::duration routed_srtt{};
+  Clock::duration routed_rttvar{};
+  uint32_t resend_backoff = 0;
+  // Bytes of READ/WRITE pieces sent on this routed link and not yet
+  // answered (its window for transfers: engine_routed_transfer.cpp).
+  uint64_t piece_bytes = 0;
 
   bool verbs() const { return spec.transport == Transport::kVerbs; }
   // Whether any rail of the link (up or not) runs on an RDMA device: a

@@ -55,7 +55,19 @@ enum class MsgType : uint8_t {
   // payload: the answering daemon's instance id, or the error's message).
   kLookup = 12,
   kLookupReply = 13,
-  kMaxType = 13,
+  // Routed links only (docs/protocol.md §20.4): an export resolved in-band
+  // (payload: the name; id: the request) and its answer (status, reason;
+  // target: the export id; payload: route_wire::ExportAnswer, or the
+  // error's message).
+  kResolve = 14,
+  kResolveReply = 15,
+  // Routed links only: one piece of a READ or WRITE (id: the origin's op;
+  // target: the export id; payload: route_wire::PieceHead, then a WRITE's
+  // bytes) and its answer (id: the op; status, reason; payload: a
+  // PieceHead, then a READ's bytes or the error's message).
+  kPiece = 16,
+  kPieceReply = 17,
+  kMaxType = 17,
 };
 
 // Little-endian on the wire, whatever the host's order.

@@ -28,6 +28,14 @@ std::shared_ptr<ExportRecord> Registry::FindExport(const std::string& name) cons
   return it == exports_.end() ? nullptr : it->second;
 }
 
+std::shared_ptr<ExportRecord> Registry::FindExportById(uint64_t id) const {
+  // Exports are few (bounded per session and user); a scan is enough.
+  for (const auto& [name, e] : exports_) {
+    if (e->id == id) return e;
+  }
+  return nullptr;
+}
+
 std::shared_ptr<ExportRecord> Registry::TakeExport(const std::string& name) {
   auto node = exports_.extract(name);
   return node.empty() ? nullptr : std::move(node.mapped());

@@ -38,6 +38,8 @@ class Registry {
   // ---- Exports, by name ----
   void AddExport(std::shared_ptr<ExportRecord> e);
   std::shared_ptr<ExportRecord> FindExport(const std::string& name) const;
+  // By its id (what peers name it by); null when it is gone.
+  std::shared_ptr<ExportRecord> FindExportById(uint64_t id) const;
   std::shared_ptr<ExportRecord> TakeExport(const std::string& name);
   // Names of the exports whose TTL ended at or before `now`.
   std::vector<std::string> ExpiredExports(Clock::time_point now) const;

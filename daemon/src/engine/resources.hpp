@@ -142,6 +142,9 @@ struct PeerExport {
   std::optional<Clock::time_point> expires;
   bool revoked = false;
   std::string revoked_why;
+  // Resolved over a route (no link of its own to the peer): `keys` is
+  // empty and every access goes as routed pieces (engine_routed_transfer).
+  bool routed = false;
 
   // The pieces the peer's device `device` reaches; null when the grant
   // has none for it (its budget was spent).

@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -162,6 +163,108 @@ inline std::optional<Envelope> Decode(std::span<const std::byte> in, std::string
   e.inner = *h;
   e.payload = rest.subspan(link_wire::kHeaderBytes);
   return e;
+}
+
+// ---- Routed transfers (docs/protocol.md §20.4) ------------------------------
+
+// The largest piece of a routed READ or WRITE: each piece is one routed
+// message, forwarded by every relay as soon as it arrived whole (pieces
+// of one transfer cross the route back to back: cut-through by piece).
+inline constexpr uint64_t kMaxPieceBytes = 256u << 10;
+inline constexpr size_t kPieceHeadBytes = 24;
+
+// At the start of a kPiece and of a kPieceReply (little-endian):
+//   0   u8   kind: 1 WRITE (the piece's bytes follow), 2 READ
+//   1   u8[7] reserved (0)
+//   8   u64  offset into the export
+//   16  u64  length of the piece (1..kMaxPieceBytes)
+// A kPiece is exactly the head plus `length` bytes (WRITE) or the head
+// alone (READ). A kPieceReply with status OK is the head plus `length`
+// bytes (READ) or the head alone (WRITE); with an error, the head and the
+// error's message.
+enum class PieceKind : uint8_t { kWrite = 1, kRead = 2 };
+struct PieceHead {
+  PieceKind kind = PieceKind::kWrite;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+inline void EncodePieceHead(const PieceHead& p, std::byte* out) {
+  out[0] = std::byte{static_cast<uint8_t>(p.kind)};
+  for (size_t i = 1; i < 8; ++i) out[i] = std::byte{0};
+  link_wire::detail::Put<uint64_t>(out, 8, p.offset);
+  link_wire::detail::Put<uint64_t>(out, 16, p.length);
+}
+
+// nullopt with `why` for a head that breaks the rules above (the payload's
+// length is checked by the caller, which knows the message).
+inline std::optional<PieceHead> DecodePieceHead(std::span<const std::byte> in, std::string* why) {
+  if (in.size() < kPieceHeadBytes) {
+    *why = "transfer piece shorter than its head";
+    return std::nullopt;
+  }
+  PieceHead p;
+  const auto kind = std::to_integer<uint8_t>(in[0]);
+  if (kind != static_cast<uint8_t>(PieceKind::kWrite) &&
+      kind != static_cast<uint8_t>(PieceKind::kRead)) {
+    *why = "transfer piece of unknown kind " + std::to_string(kind);
+    return std::nullopt;
+  }
+  p.kind = static_cast<PieceKind>(kind);
+  p.offset = link_wire::detail::Get<uint64_t>(in.data(), 8);
+  p.length = link_wire::detail::Get<uint64_t>(in.data(), 16);
+  if (p.length == 0 || p.length > kMaxPieceBytes) {
+    *why = "transfer piece of " + std::to_string(p.length) + " bytes";
+    return std::nullopt;
+  }
+  return p;
+}
+
+// A kResolveReply's payload when the export was found (little-endian):
+//   0   u64  length of the export
+//   8   u8   rights: 1 READ, 2 WRITE (or both)
+//   9   u8[7] reserved (0)
+//   16  u64  milliseconds until it expires (0: no TTL)
+//   24  the answering daemon's instance id (1..64 bytes)
+inline constexpr size_t kExportAnswerBytes = 24;
+struct ExportAnswer {
+  uint64_t length = 0;
+  bool allow_read = false;
+  bool allow_write = false;
+  uint64_t expires_in_ms = 0;
+  std::string instance;
+};
+
+inline std::string EncodeExportAnswer(const ExportAnswer& a) {
+  std::string out(kExportAnswerBytes + a.instance.size(), '\0');
+  auto* p = reinterpret_cast<std::byte*>(out.data());
+  link_wire::detail::Put<uint64_t>(p, 0, a.length);
+  p[8] = std::byte{static_cast<uint8_t>((a.allow_read ? 1 : 0) | (a.allow_write ? 2 : 0))};
+  link_wire::detail::Put<uint64_t>(p, 16, a.expires_in_ms);
+  std::memcpy(p + kExportAnswerBytes, a.instance.data(), a.instance.size());
+  return out;
+}
+
+inline std::optional<ExportAnswer> DecodeExportAnswer(std::span<const std::byte> in,
+                                                      std::string* why) {
+  if (in.size() <= kExportAnswerBytes || in.size() > kExportAnswerBytes + kMaxHostBytes) {
+    *why = "an export's description of " + std::to_string(in.size()) + " bytes";
+    return std::nullopt;
+  }
+  ExportAnswer a;
+  a.length = link_wire::detail::Get<uint64_t>(in.data(), 0);
+  const auto rights = std::to_integer<uint8_t>(in[8]);
+  a.allow_read = (rights & 1) != 0;
+  a.allow_write = (rights & 2) != 0;
+  a.expires_in_ms = link_wire::detail::Get<uint64_t>(in.data(), 16);
+  a.instance.assign(reinterpret_cast<const char*>(in.data()) + kExportAnswerBytes,
+                    in.size() - kExportAnswerBytes);
+  if (a.length == 0 || (rights & ~3) != 0) {
+    *why = "an export's description with length " + std::to_string(a.length) + " and rights " +
+           std::to_string(rights);
+    return std::nullopt;
+  }
+  return a;
 }
 
 }  // namespace mcdma::daemon::route_wire

@@ -202,6 +202,7 @@ Status Membership::StoreSession(EtcdClient& client) {
   v1::FabricHostRecord own = OwnRecord(links);
   const std::string key = prefix_ + options_.host_id;
   MCDMA_RETURN_IF_ERROR(client.Put(key, EncodeRecord(own), lease));
+  NotePublished(own);
   std::string published = Shape(own);
 
   MCDMA_ASSIGN_OR_RETURN(EtcdListing listing, client.List(prefix_));
@@ -284,6 +285,7 @@ Status Membership::StoreSession(EtcdClient& client) {
     own = OwnRecord(links);
     if (std::string shape = Shape(own); shape != published) {
       MCDMA_RETURN_IF_ERROR(client.Put(key, EncodeRecord(own), lease));
+      NotePublished(own);
       published = std::move(shape);
       std::vector<std::string> up;
       for (const auto& l : own.links()) {
@@ -445,6 +447,12 @@ void Membership::Reconcile() {
   UpdateRoutes();
 }
 
+void Membership::NotePublished(const v1::FabricHostRecord& own) {
+  MutexLock lock(mu_);
+  published_rtt_.clear();
+  for (const auto& l : own.links()) published_rtt_[l.peer()] = l.rtt_us();
+}
+
 void Membership::UpdateRoutes() {
   v1::LinksReply links;
   links_.describe(&links);
@@ -452,6 +460,12 @@ void Membership::UpdateRoutes() {
   std::map<std::string, v1::FabricHostRecord> records;
   {
     MutexLock lock(mu_);
+    // This host's links weigh what its record says (nothing, for a link
+    // not yet published, and without a store), as in everyone else's view.
+    for (auto& l : *own.mutable_links()) {
+      auto it = published_rtt_.find(l.peer());
+      l.set_rtt_us(it == published_rtt_.end() ? 0 : it->second);
+    }
     for (const auto& [host, m] : members_) {
       if (!m.evicted) records.emplace(host, m.record);
     }

@@ -130,6 +130,12 @@ class Membership {
   std::unique_ptr<EtcdClient> client_ MCDMA_GUARDED_BY(mu_);
   std::map<std::string, RouteEntry> routes_ MCDMA_GUARDED_BY(mu_);
   bool routes_pushed_ MCDMA_GUARDED_BY(mu_) = false;
+  // The round trips of this host's links as its record last published
+  // them: routes are computed from published round trips only, so every
+  // daemon weighs a link alike, and load (which swells a measured round
+  // trip) does not move routes back and forth.
+  std::map<std::string, double> published_rtt_ MCDMA_GUARDED_BY(mu_);
+  void NotePublished(const v1::FabricHostRecord& own) MCDMA_EXCLUDES(mu_);
   std::thread thread_;
 };
 

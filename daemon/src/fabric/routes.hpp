@@ -3,7 +3,7 @@
 // the same records with the same rule, so the hops of a route agree with
 // what each relay on it computes for the rest of the way.
 //
-// Cost of a path: the sum over its links of the link's round trip (the
+// Cost of a path: the sum over its links of the link's published round trip (the
 // average of what both ends measured, 1 ms when neither says) plus 100 us
 // per hop; ties go to fewer hops, then to the lexicographically smaller
 // list of hosts. Paths longer than kMaxRouteHops links are not routes.

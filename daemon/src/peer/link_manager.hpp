@@ -88,6 +88,9 @@ class LinkManager {
   // the fabric computed): in-band over the engine's routed link.
   Result<uint64_t> LookupRouted(uint64_t session, const std::string& peer,
                                 const std::string& service) MCDMA_EXCLUDES(mu_);
+  // Resolve of such a host: the export must be granted to this host.
+  Result<ResolveInfo> ResolveRouted(uint64_t session, const std::string& peer,
+                                    const std::string& name) MCDMA_EXCLUDES(mu_);
 
   // ---- The Peer service (callee side); `host` is the ticket's host id ----
   v1::PeerHelloReply OnHello(const std::string& host, const v1::PeerHelloRequest& req,

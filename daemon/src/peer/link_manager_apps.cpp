@@ -160,9 +160,38 @@ Result<uint64_t> LinkManager::LookupRouted(uint64_t session, const std::string& 
   return *r;
 }
 
+Result<ResolveInfo> LinkManager::ResolveRouted(uint64_t session, const std::string& peer,
+                                               const std::string& name) {
+  auto answer = std::make_shared<std::promise<Result<PeerExport>>>();
+  auto future = answer->get_future();
+  auto started = engine_.Run([&] {
+    return engine_.StartRoutedResolve(
+        peer, name, [answer](Result<PeerExport> r) { answer->set_value(std::move(r)); });
+  });
+  if (!started) return Status(Code::kUnavailable, "the daemon is stopping");
+  if (!started->ok()) {
+    if (started->code() == Code::kLinkDown)
+      return Status(Code::kNotFound, Reason::kNotLinked,
+                    "peer '" + peer + "' is not linked to this daemon, and no route to it is up");
+    return *started;
+  }
+  if (future.wait_for(rpc_timeout_) != std::future_status::ready)
+    return Status(Code::kTimeout, "no answer from '" + peer + "' over its route within " +
+                                      std::to_string(rpc_timeout_.count()) + " ms");
+  MCDMA_ASSIGN_OR_RETURN(PeerExport pe, future.get());
+  auto r = engine_.Run([&] { return engine_.AddPeerHandle(session, std::move(pe)); });
+  if (!r) return Status(Code::kUnavailable, "the daemon is stopping");
+  return *r;
+}
+
 Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& peer,
                                          const std::string& name) {
-  MCDMA_RETURN_IF_ERROR(RequireUp(peer));
+  Status up = RequireUp(peer);
+  // A host without a link of its own but with a route: resolved in-band,
+  // and its accesses go as routed pieces.
+  if (up.code() == Code::kNotFound && up.reason() == Reason::kNotLinked)
+    return ResolveRouted(session, peer, name);
+  MCDMA_RETURN_IF_ERROR(up);
   MCDMA_ASSIGN_OR_RETURN(auto ch, ChannelFor(peer));
   // The pieces as each of the peer's link devices reaches them (its rails
   // may be on any of them); the transport the link runs on now must be
