@@ -4,10 +4,12 @@
 // namespaces in one run. See bench/README.md.
 //
 // The same binary is every process of the run: without a subcommand it is
-// the orchestrator; `rails` is the rails mode (link_rails.hpp); `child
+// the orchestrator; `rails` is the rails mode (link_rails.hpp), `relay`
+// the relay mode (link_relay.hpp); `child
 // --role R` (hidden) is one endpoint, started by the orchestrator under
 // `ip netns exec`. Exit codes: 0 every mechanism ran (targets met or not),
-// 1 a mechanism failed, 2 usage; `rails` also 77: no namespaces here.
+// 1 a mechanism failed, 2 usage; `rails` and `relay` also 77: no
+// namespaces here.
 #include <CLI/CLI.hpp>
 #include <map>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "harness/files.hpp"
 #include "link_cli.hpp"
 #include "link_rails.hpp"
+#include "link_relay.hpp"
 #include "link_runner.hpp"
 
 namespace mcdma::bench {
@@ -66,6 +69,9 @@ int Main(int argc, char** argv) {
   // `rails`: the link striped over 1..N rate-limited rails (link_rails.hpp).
   RailsOptions rails_options;
   CLI::App* rails = AddRailsCommand(app, rails_options);
+  // `relay`: 0, 1, 2 relays of a line of rate-limited cables (link_relay.hpp).
+  RelayOptions relay_options;
+  CLI::App* relay = AddRelayCommand(app, relay_options);
 
   // The endpoint processes; not for people (hidden from --help).
   LinkRoleOptions role;
@@ -79,6 +85,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (rails->parsed()) return RunRailsBench(rails_options, *self);
+  if (relay->parsed()) return RunRelayBench(relay_options, *self);
   LinkPlan plan = PlanFrom(options, *self);
   plan.iperf3_path = options.iperf3.empty() ? harness::FindInPath("iperf3") : options.iperf3;
   return RunLinkBench(options, plan);
