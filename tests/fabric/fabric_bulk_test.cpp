@@ -1,7 +1,7 @@
 // Bulk through relays: apps READ and WRITE exports on hosts their daemon
 // has no link to, byte-verified at both ends; a route cut under a transfer
 // is replaced with nothing lost; an export is only for the hosts it names,
-// whichever daemons carry the request (docs/architecture.md §23.4).
+// whichever daemons carry the request (docs/architecture.md §23.1).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -164,6 +164,39 @@ TEST_F(FabricBulk, AnExportIsOnlyForTheHostsItNamesWhoeverRelays) {
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(Summary(*w).rfind("{\"ok\":1", 0), 0u);
   EXPECT_EQ(VerifyAt(*fill, 6).rfind("VERIFY ok", 0), 0u);
+}
+
+TEST_F(FabricBulk, AKvHandOffCrossesTwoRelays) {
+  // a - b - c - d: the prefill host (a) hands its KV cache to the decode
+  // host (d), which it has no link to; the apps do not know.
+  ASSERT_NO_FATAL_FAILURE(MakeFabric(4, {"ab", "bc", "cd"}));
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  std::string why;
+  ASSERT_TRUE(WaitFor([&] { return LinksAreTheCables(&why); }, Millis(20000))) << why;
+  ASSERT_TRUE(WaitRoute(0, "host-d", 3, Millis(15000)));
+  ASSERT_TRUE(WaitRoute(3, "host-a", 3, Millis(15000)));
+  harness::Child* producer =
+      Tool(0, MCDMA_KV_HANDOFF_PATH, "produce",
+           {"--id", "relay-kv", "--layers", "8", "--layer-bytes", std::to_string(3 << 20),
+            "--allow", "host-d", "--checksum", "--timeout-ms", "60000"});
+  ASSERT_NE(producer, nullptr);
+  ASSERT_TRUE(producer->WaitForPrefix("READY relay-kv", Millis(15000)));
+  harness::Child* consumer =
+      Tool(3, MCDMA_KV_HANDOFF_PATH, "consume",
+           {"--peer", "host-a", "--id", "relay-kv", "--timeout-ms", "60000"});
+  ASSERT_NE(consumer, nullptr);
+  auto verified = consumer->WaitForPrefix("VERIFIED", Millis(90000));
+  ASSERT_TRUE(verified.has_value()) << "the consumer did not verify the hand-off";
+  EXPECT_EQ(verified->rfind("VERIFIED " + std::to_string(8ull * (3 << 20)) + " bytes in 8 layers",
+                            0),
+            0u)
+      << *verified;
+  EXPECT_EQ(consumer->WaitExit(Millis(30000)).value_or(-1), 0);
+  EXPECT_TRUE(producer->WaitForPrefix("CONSUMED by host-d", Millis(30000)).has_value());
+  EXPECT_EQ(producer->WaitExit(Millis(30000)).value_or(-1), 0);
+  EXPECT_GT(Forwarded(1), 8ull * (3 << 20));
+  EXPECT_GT(Forwarded(2), 8ull * (3 << 20));
+  std::cout << "KV hand-off host-a > host-d over two relays: " << *verified << "\n";
 }
 
 }  // namespace

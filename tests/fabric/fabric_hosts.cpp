@@ -47,7 +47,12 @@ void FabricHosts::SetUp() {
 }
 
 harness::Child* FabricHosts::App(size_t i, const std::string& role, std::vector<std::string> args) {
-  std::vector<std::string> argv = {MCDMA_TESTAPP_PATH, role, "--socket", hosts_[i].socket};
+  return Tool(i, MCDMA_TESTAPP_PATH, role, std::move(args));
+}
+
+harness::Child* FabricHosts::Tool(size_t i, const std::string& path, const std::string& role,
+                                  std::vector<std::string> args) {
+  std::vector<std::string> argv = {path, role, "--socket", hosts_[i].socket};
   for (auto& a : args) argv.push_back(std::move(a));
   harness::SpawnOptions o;
   o.name = role + " (" + hosts_[i].id + ")";

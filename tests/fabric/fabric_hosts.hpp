@@ -62,6 +62,9 @@ class FabricHosts : public ::testing::Test {
   // `role` with `--socket` of that host's daemon and `args`; its stderr
   // goes to the test's directory. Fails the test if it cannot start.
   harness::Child* App(size_t i, const std::string& role, std::vector<std::string> args);
+  // The same with another program that takes `ROLE --socket S ARGS...`.
+  harness::Child* Tool(size_t i, const std::string& path, const std::string& role,
+                       std::vector<std::string> args);
   // Waits until host i's fabric lists a route to `host` of `hops` hosts
   // (the destination included).
   bool WaitRoute(size_t i, const std::string& host, size_t hops, Millis timeout);

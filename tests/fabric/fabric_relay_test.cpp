@@ -194,6 +194,58 @@ TEST_F(FabricRelay, EightHostsOfAPartialMeshAllReachEachOther) {
     }
   }
   EXPECT_EQ(pairs, 56u);
+
+  // Bulk: every host reads every other host's 2 MiB export back byte for
+  // byte (up to three links away), and writes 1 MiB into the export of
+  // the host opposite it on the ring, which checks its own memory.
+  std::vector<std::string> everyone;
+  for (size_t j = 0; j < 8; ++j) everyone.push_back(host(j).id);
+  std::vector<harness::Child*> fills(8, nullptr);
+  std::vector<harness::Child*> inboxes(8, nullptr);
+  for (size_t j = 0; j < 8; ++j) {
+    std::string peers;
+    for (size_t k = 0; k < 8; ++k)
+      if (k != j) peers += (peers.empty() ? "" : ",") + host(k).id;
+    fills[j] = App(j, "fill",
+                   {"--export", "shared", "--size", std::to_string(2 << 20), "--seed",
+                    std::to_string(100 + j), "--allowed-peers", peers});
+    inboxes[j] = App(j, "fill",
+                     {"--export", "inbox", "--size", std::to_string(1 << 20), "--seed", "1",
+                      "--allowed-peers", host((j + 4) % 8).id});
+    ASSERT_NE(fills[j], nullptr);
+    ASSERT_NE(inboxes[j], nullptr);
+    ASSERT_TRUE(fills[j]->WaitForPrefix("READY", Millis(15000)));
+    ASSERT_TRUE(inboxes[j]->WaitForPrefix("READY", Millis(15000)));
+  }
+  size_t reads = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    std::vector<std::pair<std::string, harness::Child*>> batch;
+    for (size_t j = 0; j < 8; ++j) {
+      if (i == j) continue;
+      harness::Child* r = App(i, "verify-read",
+                              {"--export", "shared", "--peer", host(j).id, "--seed",
+                               std::to_string(100 + j), "--pieces", "4"});
+      ASSERT_NE(r, nullptr);
+      batch.emplace_back(host(i).id + " reads " + host(j).id, r);
+    }
+    harness::Child* w = App(i, "write",
+                            {"--export", "inbox", "--peer", host((i + 4) % 8).id, "--seed",
+                             std::to_string(200 + i), "--pieces", "4"});
+    ASSERT_NE(w, nullptr);
+    batch.emplace_back(host(i).id + " writes " + host((i + 4) % 8).id, w);
+    for (auto& [what, c] : batch) {
+      std::string sum = Summary(*c);
+      EXPECT_EQ(sum.rfind("{\"ok\":1", 0), 0u) << what << ": " << sum;
+      ++reads;
+    }
+  }
+  EXPECT_EQ(reads, 64u);
+  for (size_t j = 0; j < 8; ++j) {
+    ASSERT_TRUE(inboxes[j]->WriteStdin("verify " + std::to_string(200 + (j + 4) % 8) + "\n"));
+    auto v = inboxes[j]->WaitForPrefix("VERIFY", Millis(30000));
+    EXPECT_TRUE(v && v->rfind("VERIFY ok", 0) == 0) << host(j).id << ": " << v.value_or("none");
+  }
+
   uint64_t forwarded = 0;
   for (size_t i = 0; i < 8; ++i) {
     auto f = Fabric(i);
@@ -205,9 +257,14 @@ TEST_F(FabricRelay, EightHostsOfAPartialMeshAllReachEachOther) {
   EXPECT_GT(forwarded, 0u);
   harness::CommandResult table =
       harness::RunCommand({MCDMA_CTL_PATH, "--socket", host(0).socket, "fabric"}, Millis(15000));
-  std::cout << "56 pairs of hosts, 20 calls each, all verified; relayed messages " << forwarded
-            << "\nmcdmactl fabric on host-a:\n"
-            << table.out;
+  harness::CommandResult graph = harness::RunCommand(
+      {MCDMA_CTL_PATH, "--socket", host(0).socket, "fabric", "graph"}, Millis(15000));
+  EXPECT_EQ(graph.exit_code(), 0) << graph.Describe();
+  std::cout << "56 pairs of hosts, 20 calls and a 2 MiB read each, 8 writes of 1 MiB, all "
+               "verified; relayed messages "
+            << forwarded << "\nmcdmactl fabric on host-a:\n"
+            << table.out << "mcdmactl fabric graph on host-a:\n"
+            << graph.out;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // READ/WRITE with a host this daemon has no link of its own to
-// (docs/architecture.md §23.4). There is no RDMA between the two ends, and
+// (docs/architecture.md §23.1). There is no RDMA between the two ends, and
 // the relays between them hold no registration: an access goes as routed
 // messages, in pieces of at most route_wire::kMaxPieceBytes. The origin
 // sends kPiece messages (a WRITE's bytes, or a READ's range) on the routed

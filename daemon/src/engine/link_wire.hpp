@@ -55,7 +55,7 @@ enum class MsgType : uint8_t {
   // payload: the answering daemon's instance id, or the error's message).
   kLookup = 12,
   kLookupReply = 13,
-  // Routed links only (docs/protocol.md §20.4): an export resolved in-band
+  // Routed links only (docs/protocol.md §20.1): an export resolved in-band
   // (payload: the name; id: the request) and its answer (status, reason;
   // target: the export id; payload: route_wire::ExportAnswer, or the
   // error's message).

@@ -165,7 +165,7 @@ inline std::optional<Envelope> Decode(std::span<const std::byte> in, std::string
   return e;
 }
 
-// ---- Routed transfers (docs/protocol.md §20.4) ------------------------------
+// ---- Routed transfers (docs/protocol.md §20.1) ------------------------------
 
 // The largest piece of a routed READ or WRITE: each piece is one routed
 // message, forwarded by every relay as soon as it arrived whole (pieces

@@ -283,7 +283,7 @@ Status Membership::StoreSession(EtcdClient& client) {
     links.Clear();  // describe adds to what it is given
     links_.describe(&links);
     own = OwnRecord(links);
-    if (std::string shape = Shape(own); shape != published) {
+    if (std::string shape = Shape(own); shape != published || RoundTripsFell(own)) {
       MCDMA_RETURN_IF_ERROR(client.Put(key, EncodeRecord(own), lease));
       NotePublished(own);
       published = std::move(shape);
@@ -336,7 +336,7 @@ v1::FabricHostRecord Membership::OwnRecord(const v1::LinksReply& links) const {
     uint32_t up = 0;
     for (const auto& rail : l.rails()) up += rail.state() == "up" ? 1 : 0;
     a->set_rails_up(up);
-    a->set_rtt_us(l.rtt_avg_us());
+    a->set_rtt_us(l.rtt_min_us() > 0 ? l.rtt_min_us() : l.rtt_avg_us());
   }
   std::sort(r.mutable_links()->begin(), r.mutable_links()->end(),
             [](const auto& x, const auto& y) { return x.peer() < y.peer(); });
@@ -445,6 +445,20 @@ void Membership::Reconcile() {
     }
   }
   UpdateRoutes();
+}
+
+bool Membership::RoundTripsFell(const v1::FabricHostRecord& own) {
+  // A link's lowest round trip only falls while it is up: published again
+  // when it is under half what the record says (and 200 us less), so the
+  // first, inflated samples of a new link do not weigh its routes for
+  // long, and load (which only raises round trips) publishes nothing.
+  MutexLock lock(mu_);
+  for (const auto& l : own.links()) {
+    auto it = published_rtt_.find(l.peer());
+    if (it == published_rtt_.end() || l.rtt_us() <= 0) continue;
+    if (l.rtt_us() < it->second / 2 && it->second - l.rtt_us() > 200) return true;
+  }
+  return false;
 }
 
 void Membership::NotePublished(const v1::FabricHostRecord& own) {

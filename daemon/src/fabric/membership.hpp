@@ -136,6 +136,7 @@ class Membership {
   // trip) does not move routes back and forth.
   std::map<std::string, double> published_rtt_ MCDMA_GUARDED_BY(mu_);
   void NotePublished(const v1::FabricHostRecord& own) MCDMA_EXCLUDES(mu_);
+  bool RoundTripsFell(const v1::FabricHostRecord& own) MCDMA_EXCLUDES(mu_);
   std::thread thread_;
 };
 

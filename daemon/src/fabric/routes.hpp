@@ -3,10 +3,13 @@
 // the same records with the same rule, so the hops of a route agree with
 // what each relay on it computes for the rest of the way.
 //
-// Cost of a path: the sum over its links of the link's published round trip (the
-// average of what both ends measured, 1 ms when neither says) plus 100 us
-// per hop; ties go to fewer hops, then to the lexicographically smaller
-// list of hosts. Paths longer than kMaxRouteHops links are not routes.
+// Cost of a path: the sum over its links of the link's round trip as the
+// records publish it (the lowest heartbeat round trip of the link, averaged
+// over both ends; 1 ms when neither says) plus 100 us per hop; ties go to
+// fewer hops, then to the lexicographically smaller list of hosts. Paths
+// longer than kMaxRouteHops links are not routes. A record is published
+// again when its links change or a link's lowest round trip fell under
+// half the published one, never for load: routes do not flap under it.
 #pragma once
 
 #include <map>

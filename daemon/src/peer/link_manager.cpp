@@ -309,6 +309,7 @@ Status LinkManager::ConnectOnce(Entry* e) {
     // attempt whose data connection then failed.
     MutexLock lock(mu_);
     generation = ++e->generation;
+    e->rtt_min_us = 0;  // a new data link: its own round trips
   }
   v1::PeerConnectRequest creq;
   std::string local_info = endpoint->LocalInfo();
@@ -449,6 +450,7 @@ std::string LinkManager::HeartbeatLoop(Entry* e) {
       ++e->heartbeats_ok;
       e->rtt_us = rtt;
       e->rtt_avg_us = e->rtt_avg_us == 0 ? rtt : 0.875 * e->rtt_avg_us + 0.125 * rtt;
+      e->rtt_min_us = e->rtt_min_us == 0 ? rtt : std::min(e->rtt_min_us, rtt);
       e->last_heartbeat = now;
       last_ok = now;
       continue;

@@ -132,6 +132,8 @@ class LinkManager {
     std::string down_reason;  // last_error when the link last left "up"
     double rtt_us = 0;
     double rtt_avg_us = 0;
+    // The lowest round trip since the link last came up (0: none yet).
+    double rtt_min_us = 0;
     TimePoint last_heartbeat{};
     uint64_t heartbeats_sent = 0;
     uint64_t heartbeats_ok = 0;

@@ -350,6 +350,7 @@ void LinkManager::DescribeLink(const std::string& name, const Entry& e, TimePoin
   li->set_generation(e.generation);
   li->set_rtt_us(e.rtt_us);
   li->set_rtt_avg_us(e.rtt_avg_us);
+  li->set_rtt_min_us(e.rtt_min_us);
   li->set_state_ms(static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(now - e.state_since).count()));
   if ((e.state == PeerState::kReconnecting || e.state == PeerState::kRefused ||

@@ -128,6 +128,7 @@ Result<uint64_t> LinkManager::BeginIncoming(Entry* e, std::shared_ptr<driver::En
   const uint64_t old_link = e->link_id;
   const uint64_t generation = attempt.generation;
   e->generation = generation;
+  e->rtt_min_us = 0;  // a new data link: its own round trips
   e->link_id = 0;
   e->config.transport = transport_name;
   e->transport = attempt.transport;
@@ -219,6 +220,8 @@ Result<v1::PeerHeartbeatReply> LinkManager::OnHeartbeat(const std::string& host,
     ++e->heartbeats_ok;
     e->rtt_us = req.rtt_us();
     e->rtt_avg_us = e->rtt_avg_us == 0 ? e->rtt_us : 0.875 * e->rtt_avg_us + 0.125 * e->rtt_us;
+    if (e->rtt_us > 0)
+      e->rtt_min_us = e->rtt_min_us == 0 ? e->rtt_us : std::min(e->rtt_min_us, e->rtt_us);
   } else {
     ++e->heartbeats_missed;
   }
