@@ -187,9 +187,8 @@ TEST_F(FabricBulk, AKvHandOffCrossesTwoRelays) {
   ASSERT_NE(consumer, nullptr);
   auto verified = consumer->WaitForPrefix("VERIFIED", Millis(90000));
   ASSERT_TRUE(verified.has_value()) << "the consumer did not verify the hand-off";
-  EXPECT_EQ(verified->rfind("VERIFIED " + std::to_string(8ull * (3 << 20)) + " bytes in 8 layers",
-                            0),
-            0u)
+  EXPECT_EQ(
+      verified->rfind("VERIFIED " + std::to_string(8ull * (3 << 20)) + " bytes in 8 layers", 0), 0u)
       << *verified;
   EXPECT_EQ(consumer->WaitExit(Millis(30000)).value_or(-1), 0);
   EXPECT_TRUE(producer->WaitForPrefix("CONSUMED by host-d", Millis(30000)).has_value());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 
 #include "fabric_hosts.hpp"
@@ -123,6 +124,42 @@ TEST_F(FabricMembership, TheStoreGoingAwayChangesNothingForTheLinks) {
   ASSERT_TRUE(WaitFor([&] { return LinksAreTheCables(&why); }, Millis(15000))) << why;
   auto before = Links(1);
   ASSERT_TRUE(before.ok());
+  // Traffic through the relay all along: host-a calls host-c's echo and
+  // writes and reads back a slot of its export, every byte checked.
+  ASSERT_TRUE(WaitRoute(0, "host-c", 2, Millis(15000)));
+  harness::Child* server = App(2, "serve", {"--service", "echo"});
+  harness::Child* exporter = App(2, "fill",
+                                 {"--export", "shared", "--size", std::to_string(2 << 20), "--seed",
+                                  "11", "--allowed-peers", "host-a"});
+  ASSERT_NE(server, nullptr);
+  ASSERT_NE(exporter, nullptr);
+  ASSERT_TRUE(server->WaitForPrefix("READY", Millis(15000)));
+  ASSERT_TRUE(exporter->WaitForPrefix("READY", Millis(15000)));
+  harness::Child* load = App(0, "peer-load",
+                             {"--service", "host-c/echo", "--export", "shared", "--peer", "host-c",
+                              "--slot", "1", "--slot-bytes", std::to_string(1 << 20), "--read-seed",
+                              "11", "--call-threads", "2", "--timeout-ms", "5000"});
+  ASSERT_NE(load, nullptr);
+  ASSERT_TRUE(load->WaitForPrefix("READY", Millis(15000)));
+  // calls_ok and xfers_ok from the app's STATUS line.
+  auto progress = [&]() -> std::pair<uint64_t, uint64_t> {
+    if (!load->WriteStdin("status\n")) return {0, 0};
+    auto line = load->WaitForPrefix("STATUS", Millis(10000));
+    unsigned long long calls = 0, xfers = 0;
+    int pre = 0;
+    if (!line || std::sscanf(line->c_str(), "STATUS pre_inflight=%d calls_ok=%llu xfers_ok=%llu",
+                             &pre, &calls, &xfers) != 3)
+      return {0, 0};
+    return {calls, xfers};
+  };
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto [calls, xfers] = progress();
+        return calls > 0 && xfers > 0;
+      },
+      Millis(20000)))
+      << "no routed calls and transfers before the store went away";
+  const auto at_stop = progress();
 
   store_->Stop();
   ASSERT_TRUE(WaitFor(
@@ -167,6 +204,21 @@ TEST_F(FabricMembership, TheStoreGoingAwayChangesNothingForTheLinks) {
   ASSERT_TRUE(f.ok());
   EXPECT_GE(f.value().relists(), 2u);
   for (const char* h : {"host-a", "host-c"}) EXPECT_EQ(HostIn(f.value(), h)->state(), "member");
+
+  // The apps saw nothing: calls and transfers went on through the store's
+  // absence and return, none failed, every byte matched.
+  const auto at_restart = progress();
+  EXPECT_GT(at_restart.first, at_stop.first) << "no calls while the store was away";
+  EXPECT_GT(at_restart.second, at_stop.second) << "no transfers while the store was away";
+  ASSERT_TRUE(WaitFor([&] { return progress().second > at_restart.second; }, Millis(10000)));
+  load->CloseStdin();
+  load->ReadToEof(Millis(30000));
+  const std::string sum = load->LastLineWith("{\"calls_ok\":");
+  EXPECT_NE(sum.find("\"mismatch\":0,\"early\":{},\"pre\":{},\"post\":{},\"lookup_errors\":{},"
+                     "\"resolve_errors\":{}"),
+            std::string::npos)
+      << sum;
+  std::cout << "routed traffic while the store stopped and restarted: " << sum << "\n";
 }
 
 TEST_F(FabricMembership, AHostWithoutTheKeyIsListedButNeverLinked) {

@@ -3,6 +3,7 @@
 // byte for byte, and a route that breaks is replaced.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <iostream>
 #include <string>
 
@@ -120,6 +121,58 @@ TEST_F(FabricRelay, ARouteThatBreaksIsReplacedAndCallsCarryOn) {
               << r.route_changes() << " route changes, " << r.resent() << " messages sent again\n";
   }
   Cable("restore-cable", 'a', cut);
+}
+
+TEST_F(FabricRelay, AKilledRelayIsEvictedAndRoutedAround) {
+  // A ring a-b-c-d-a; the daemon relaying host-a's calls to host-c is
+  // killed (-9) under them.
+  ASSERT_NO_FATAL_FAILURE(MakeFabric(4, {"ab", "bc", "cd", "ad"}));
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  std::string why;
+  ASSERT_TRUE(WaitFor([&] { return LinksAreTheCables(&why); }, Millis(20000))) << why;
+  ASSERT_TRUE(WaitRoute(0, "host-c", 2, Millis(15000)));
+  harness::Child* server = App(2, "serve", {"--service", "echo"});
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->WaitForPrefix("READY", Millis(15000)));
+  auto fa = Fabric(0);
+  ASSERT_TRUE(fa.ok());
+  const std::string via = HostIn(fa.value(), "host-c")->route(0);
+  ASSERT_TRUE(via == "host-b" || via == "host-d") << via;
+  const size_t relay = via == "host-b" ? 1 : 3;
+  const std::string other = via == "host-b" ? "host-d" : "host-b";
+  harness::Child* calls =
+      App(0, "call",
+          {"--service", "host-c/echo", "--threads", "2", "--calls", "20000", "--depth", "2",
+           "--max-payload", "4096", "--seed", "13", "--timeout-ms", "20000"});
+  ASSERT_NE(calls, nullptr);
+  ASSERT_TRUE(calls->WaitForPrefix("STARTED", Millis(15000)));
+  std::this_thread::sleep_for(Millis(1000));
+  ASSERT_TRUE(calls->Alive()) << "the calls ended before the kill";
+  const auto killed_at = harness::Clock::now();
+  KillDaemon(relay);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto f = Fabric(0);
+        return f.ok() && HostIn(f.value(), "host-c")->route(0) == other;
+      },
+      Millis(15000)))
+      << "the route to host-c did not move to " << other;
+  const auto moved_ms =
+      std::chrono::duration_cast<Millis>(harness::Clock::now() - killed_at).count();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto f = Fabric(0);
+        return f.ok() && HostIn(f.value(), via)->state() == "evicted";
+      },
+      Millis(lease_ttl_ms_ + 3000)))
+      << via << " was not evicted";
+  const auto evicted_ms =
+      std::chrono::duration_cast<Millis>(harness::Clock::now() - killed_at).count();
+  EXPECT_LE(evicted_ms, lease_ttl_ms_ + 500);
+  std::string sum = Summary(*calls);
+  EXPECT_EQ(sum.rfind("{\"ok\":40000,\"failed\":0,\"mismatch\":0", 0), 0u) << sum;
+  std::cout << "calls through a relay killed under them: " << sum << "; route moved " << moved_ms
+            << " ms after the kill, relay evicted after " << evicted_ms << " ms\n";
 }
 
 TEST_F(FabricRelay, AStaticFabricFileLinksItsCablesAndRoutesOverThem) {
