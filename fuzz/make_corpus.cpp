@@ -185,6 +185,36 @@ void LinkCorpus() {
   next_seq = 1;
   Write("link_wire", "routed_relay",
         Message(MsgType::kRouted, 0, 0, envelope(1, "host-z", "host-y")));
+  // Routed transfers (route_wire.hpp, protocol.md §20.1): a resolution, a
+  // WRITE piece with its bytes, a READ piece, and an answer to a piece.
+  auto routed = [&](MsgType type, uint64_t id, uint64_t target, uint64_t seq, const Bytes& body) {
+    daemon::link_wire::Header in;
+    in.type = type;
+    in.id = id;
+    in.target = target;
+    in.seq = seq;
+    return Message(
+        MsgType::kRouted, 0, 0,
+        daemon::route_wire::Encode(0, "fuzz-peer", "fuzz-host", "fuzz-instance", "", 1, 0, in,
+                                   {reinterpret_cast<const std::byte*>(body.data()), body.size()}));
+  };
+  auto piece = [](daemon::route_wire::PieceKind kind, uint64_t offset, uint64_t length) {
+    Bytes head(daemon::route_wire::kPieceHeadBytes, '\0');
+    daemon::route_wire::EncodePieceHead({kind, offset, length},
+                                        reinterpret_cast<std::byte*>(head.data()));
+    return head;
+  };
+  next_seq = 1;
+  Bytes resolve = routed(MsgType::kResolve, 31, 0, 1, "fuzz-export");
+  Bytes write = routed(MsgType::kPiece, 32, 2, 2,
+                       piece(daemon::route_wire::PieceKind::kWrite, 64, 16) + Bytes(16, 'w'));
+  Bytes read =
+      routed(MsgType::kPiece, 33, 2, 3, piece(daemon::route_wire::PieceKind::kRead, 0, 32));
+  Write("link_wire", "routed_transfer", resolve + write + read);
+  next_seq = 1;
+  Write("link_wire", "routed_piece_reply",
+        routed(MsgType::kPieceReply, 34, 0, 1,
+               piece(daemon::route_wire::PieceKind::kRead, 0, 8) + Bytes(8, 'r')));
 }
 
 // ---- tcp_frames: a data connection's bytes (fuzz_tcp_frames.cpp) ----

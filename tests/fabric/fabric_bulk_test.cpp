@@ -198,5 +198,41 @@ TEST_F(FabricBulk, AKvHandOffCrossesTwoRelays) {
   std::cout << "KV hand-off host-a > host-d over two relays: " << *verified << "\n";
 }
 
+TEST_F(FabricBulk, AHostWhoseOwnLinkIsDownIsReachedAroundIt) {
+  // A ring a-b-c-d-a: host-a's cable to host-b is cut; host-a still
+  // resolves, writes, reads and calls host-b, the long way round.
+  ASSERT_NO_FATAL_FAILURE(MakeFabric(4, {"ab", "bc", "cd", "ad"}));
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  std::string why;
+  ASSERT_TRUE(WaitFor([&] { return LinksAreTheCables(&why); }, Millis(20000))) << why;
+  harness::Child* fill = Fill(1, "b-data", 8ull << 20, 9, "host-a");
+  ASSERT_NE(fill, nullptr);
+  harness::Child* server = App(1, "serve", {"--service", "echo"});
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->WaitForPrefix("READY", Millis(15000)));
+  Cable("cut-cable", 'a', 'b');
+  ASSERT_TRUE(WaitFor([&] { return !LinkUp(0, "host-b"); }, Millis(15000)));
+  ASSERT_TRUE(WaitRoute(0, "host-b", 3, Millis(15000))) << "no route around the cut cable";
+  harness::Child* w =
+      App(0, "write", {"--export", "b-data", "--peer", "host-b", "--seed", "10", "--pieces", "4"});
+  ASSERT_NE(w, nullptr);
+  const std::string wrote = Summary(*w);
+  EXPECT_EQ(wrote.rfind("{\"ok\":1,\"bytes\":" + std::to_string(8ull << 20), 0), 0u) << wrote;
+  EXPECT_EQ(VerifyAt(*fill, 10).rfind("VERIFY ok", 0), 0u);
+  harness::Child* r =
+      App(0, "verify-read",
+          {"--export", "b-data", "--peer", "host-b", "--seed", "10", "--pieces", "8"});
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(Summary(*r).rfind("{\"ok\":1", 0), 0u);
+  harness::Child* calls = App(0, "call",
+                              {"--service", "host-b/echo", "--threads", "2", "--calls", "200",
+                               "--depth", "2", "--max-payload", "16384", "--seed", "3"});
+  ASSERT_NE(calls, nullptr);
+  const std::string sum = Summary(*calls);
+  EXPECT_EQ(sum.rfind("{\"ok\":400,\"failed\":0,\"mismatch\":0", 0), 0u) << sum;
+  EXPECT_GT(Forwarded(3), 8ull << 20) << "host-d did not carry the traffic";
+  Cable("restore-cable", 'a', 'b');
+}
+
 }  // namespace
 }  // namespace mcdma::ftest

@@ -88,6 +88,17 @@ Result<std::shared_ptr<PeerChannel>> LinkManager::ChannelFor(const std::string& 
   return channels_[peer] = MakeChannel(p->second.callback, peer);
 }
 
+namespace {
+// Whether a routed attempt found no way to the peer (no route, or the
+// engine still holds the link of its own): the link's own state is the
+// answer then, not this.
+bool NoRouteEither(const Status& routed) {
+  if (routed.ok()) return false;
+  return (routed.code() == Code::kNotFound && routed.reason() == Reason::kNotLinked) ||
+         routed.code() == Code::kInvalid || routed.code() == Code::kLinkDown;
+}
+}  // namespace
+
 Status LinkManager::RequireUp(const std::string& peer) {
   MutexLock lock(mu_);
   const Entry* seen = nullptr;
@@ -109,9 +120,14 @@ Result<uint64_t> LinkManager::LookupService(uint64_t session, const std::string&
                                             const std::string& service) {
   Status up = RequireUp(peer);
   // A host without a link of its own but with a route (fabric membership):
-  // the lookup goes in-band over the routed link.
+  // the lookup goes in-band over the routed link. So it does while the
+  // link of its own is down and a route through others is up.
   if (up.code() == Code::kNotFound && up.reason() == Reason::kNotLinked)
     return LookupRouted(session, peer, service);
+  if (up.code() == Code::kLinkDown) {
+    auto routed = LookupRouted(session, peer, service);
+    return NoRouteEither(routed.status()) ? Result<uint64_t>(up) : routed;
+  }
   MCDMA_RETURN_IF_ERROR(up);
   MCDMA_ASSIGN_OR_RETURN(auto ch, ChannelFor(peer));
   v1::PeerLookupServiceRequest req;
@@ -188,9 +204,14 @@ Result<ResolveInfo> LinkManager::Resolve(uint64_t session, const std::string& pe
                                          const std::string& name) {
   Status up = RequireUp(peer);
   // A host without a link of its own but with a route: resolved in-band,
-  // and its accesses go as routed pieces.
+  // and its accesses go as routed pieces. So it is while the link of its
+  // own is down and a route through others is up.
   if (up.code() == Code::kNotFound && up.reason() == Reason::kNotLinked)
     return ResolveRouted(session, peer, name);
+  if (up.code() == Code::kLinkDown) {
+    auto routed = ResolveRouted(session, peer, name);
+    return NoRouteEither(routed.status()) ? Result<ResolveInfo>(up) : routed;
+  }
   MCDMA_RETURN_IF_ERROR(up);
   MCDMA_ASSIGN_OR_RETURN(auto ch, ChannelFor(peer));
   // The pieces as each of the peer's link devices reaches them (its rails
