@@ -234,5 +234,36 @@ TEST_F(FabricBulk, AHostWhoseOwnLinkIsDownIsReachedAroundIt) {
   Cable("restore-cable", 'a', 'b');
 }
 
+TEST_F(FabricBulk, ARouteThatBreaksWithNoOtherFailsTheTransferByName) {
+  // a - b - c at 200 Mbit/s: the only cable to host-c is cut under a write
+  // from host-a; the write ends LINK_DOWN, named, in bounded time.
+  cable_rate_ = "200mbit";
+  ASSERT_NO_FATAL_FAILURE(MakeFabric(3, {"ab", "bc"}));
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  std::string why;
+  ASSERT_TRUE(WaitFor([&] { return LinksAreTheCables(&why); }, Millis(20000))) << why;
+  ASSERT_TRUE(WaitRoute(0, "host-c", 2, Millis(15000)));
+  harness::Child* fill = Fill(2, "far", 96ull << 20, 2, "host-a");
+  ASSERT_NE(fill, nullptr);
+  harness::Child* w = App(0, "write",
+                          {"--export", "far", "--peer", "host-c", "--seed", "8", "--pieces", "4",
+                           "--timeout-ms", "60000"});
+  ASSERT_NE(w, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Forwarded(1) > (8ull << 20); }, Millis(30000)));
+  Cable("cut-cable", 'b', 'c');
+  const auto cut_at = std::chrono::steady_clock::now();
+  const std::string wrote = Summary(*w);
+  const auto failed_ms =
+      std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - cut_at).count();
+  EXPECT_EQ(wrote, "{\"ok\":0,\"error\":\"LINK_DOWN\"}");
+  EXPECT_LT(failed_ms, 15000) << "the write hung on a broken route";
+  std::cout << "a write whose only route broke: " << wrote << " " << failed_ms
+            << " ms after the cut\n";
+  auto fa = Fabric(0);
+  ASSERT_TRUE(fa.ok());
+  EXPECT_TRUE(HostIn(fa.value(), "host-c")->route().empty());
+  Cable("restore-cable", 'b', 'c');
+}
+
 }  // namespace
 }  // namespace mcdma::ftest
