@@ -19,6 +19,13 @@ class FabricRelay : public FabricHosts {
     app.ReadToEof(Millis(120000));
     return app.LastLineWith("{\"ok\":");
   }
+  // What a serve app ran: "COUNT calls=N notifies=M" (its bytes left out).
+  static std::string ServedCalls(harness::Child& server) {
+    if (!server.WriteStdin("count\n")) return "stdin closed";
+    auto line = server.WaitForPrefix("COUNT", Millis(10000));
+    if (!line) return "no answer";
+    return line->substr(0, line->find(" bytes="));
+  }
 };
 
 TEST_F(FabricRelay, CallsCrossALineOfFiveHostsByteForByte) {
@@ -111,6 +118,8 @@ TEST_F(FabricRelay, ARouteThatBreaksIsReplacedAndCallsCarryOn) {
       << "the route to host-c did not move to host-" << other;
   std::string sum = Summary(*calls);
   EXPECT_EQ(sum.rfind("{\"ok\":40000,\"failed\":0,\"mismatch\":0", 0), 0u) << sum;
+  // The server ran each call once: nothing lost, nothing twice.
+  EXPECT_EQ(ServedCalls(*server), "COUNT calls=40000 notifies=0");
   std::cout << "calls over a route cut under them: " << sum << "\n";
   auto after = Fabric(0);
   ASSERT_TRUE(after.ok());
@@ -171,6 +180,7 @@ TEST_F(FabricRelay, AKilledRelayIsEvictedAndRoutedAround) {
   EXPECT_LE(evicted_ms, lease_ttl_ms_ + 500);
   std::string sum = Summary(*calls);
   EXPECT_EQ(sum.rfind("{\"ok\":40000,\"failed\":0,\"mismatch\":0", 0), 0u) << sum;
+  EXPECT_EQ(ServedCalls(*server), "COUNT calls=40000 notifies=0");
   std::cout << "calls through a relay killed under them: " << sum << "; route moved " << moved_ms
             << " ms after the kill, relay evicted after " << evicted_ms << " ms\n";
 }
