@@ -79,6 +79,9 @@ struct Load {
   int64_t first_error_ms = -1;                       // GUARDED_BY(mu): first failure after the mark
   int64_t last_error_ms = -1;                        // GUARDED_BY(mu): last failure after the mark
   int printed = 0;                                   // GUARDED_BY(mu)
+  // The first "early" failure whole (kind and status), so a test that
+  // finds one can say where it came from.
+  std::string first_early;  // GUARDED_BY(mu)
 };
 
 // Records one failed operation (`kind`: call, write, read).
@@ -93,6 +96,7 @@ void RecordFailure(Load& load, const char* kind, int64_t start_ns, int64_t end_n
   const char* cls = end_ns < mark ? "early" : (start_ns < broken ? "pre" : "post");
   if (end_ns < mark) {
     ++load.early[code];
+    if (load.first_early.empty()) load.first_early = std::string(kind) + ": " + st.ToString();
   } else {
     (start_ns < broken ? load.pre : load.post)[code]++;
     int64_t since_mark = (end_ns - mark) / 1000000;
@@ -282,7 +286,7 @@ int RunPeerLoad(const Args& args) {
   Say("{\"calls_ok\":%llu,\"xfers_ok\":%llu,\"mismatch\":%llu,\"early\":{%s},\"pre\":{%s},"
       "\"post\":{%s},\"lookup_errors\":{%s},\"resolve_errors\":{%s},\"max_elapsed_ms\":%lld,"
       "\"max_overrun_ms\":%lld,\"early_timeouts\":%llu,\"first_error_ms\":%lld,"
-      "\"last_error_ms\":%lld}",
+      "\"last_error_ms\":%lld,\"first_early\":\"%s\"}",
       static_cast<unsigned long long>(load.calls_ok.load()),
       static_cast<unsigned long long>(load.xfers_ok.load()),
       static_cast<unsigned long long>(load.mismatch.load()), JsonCounts(load.early).c_str(),
@@ -291,7 +295,8 @@ int RunPeerLoad(const Args& args) {
       static_cast<long long>(load.max_elapsed_ms),
       static_cast<long long>(load.max_overrun_ms == LLONG_MIN ? 0 : load.max_overrun_ms),
       static_cast<unsigned long long>(load.early_timeouts),
-      static_cast<long long>(load.first_error_ms), static_cast<long long>(load.last_error_ms));
+      static_cast<long long>(load.first_error_ms), static_cast<long long>(load.last_error_ms),
+      JsonSafe(load.first_early).c_str());
   return 0;
 }
 
