@@ -79,7 +79,9 @@ inline constexpr Limits kTcpLimits{.profile = "tcp",
                                    .max_inline_bytes = 0};
 
 // The verbs device profiles. linux-rc allows what the verbs transport ever
-// uses of a device (so on a device it is exactly the device's limits);
+// uses of a device (so on a device it is exactly the device's limits; its
+// 256 inline bytes are asked for, and a device that refuses them gets QPs
+// without inline data);
 // mcdma-cx5 is the MCDMA ConnectX-5 macOS provider's; apple-tb5 is Apple's
 // RDMA over Thunderbolt 5: UC, SEND/RECV only, at most 100 registrations of
 // at most 0xfa0000 bytes, and about 10 queue pairs per device (a daemon
@@ -95,7 +97,7 @@ inline constexpr std::array<Limits, 3> kVerbsProfiles{{
      .max_registration_bytes = kTiB,
      .max_registrations = 0,
      .max_queue_pairs = 0,
-     .max_inline_bytes = 0},
+     .max_inline_bytes = 256},
     {.profile = "mcdma-cx5",
      .one_sided = true,
      .max_outstanding = 31,

@@ -115,6 +115,16 @@ class Connection {
   virtual size_t Poll(std::span<WorkCompletion> out) = 0;
   // Requests posted and not yet reaped.
   virtual uint32_t outstanding() const = 0;
+  // Before the owner sleeps: makes sure the device's notifier will be
+  // called for the next completion or message of this connection, then
+  // looks once more. Returns false when something is already here (the
+  // owner must Poll() instead of sleeping): what arrived between the last
+  // Poll() and the arming is never left unannounced. Transports that notify
+  // for everything anyway (tcp) or do all their work in Poll() (loop)
+  // return true. Verbs arms the completion queue only here, so a busy
+  // owner that keeps polling takes no interrupt and no thread wake-up per
+  // completion.
+  virtual bool ArmWakeup() { return true; }
   // The connection is being dropped because its path failed (a rail taken
   // out): discard what is still queued rather than flushing it to the peer
   // later (tcp: the socket is reset, SO_LINGER 0, so bytes stuck behind a
@@ -151,7 +161,8 @@ class Device {
   // Transports that make progress on threads of their own (tcp: socket I/O;
   // verbs: the completion channel) call `notify` from those threads whenever
   // a connection has something for Poll() (a completion, or a received
-  // message), so the owning thread may sleep in between. Set before any
+  // message; verbs: only after Connection::ArmWakeup), so the owning thread
+  // may sleep in between. Set before any
   // connection exists; `notify` must be cheap and thread-safe. Transports
   // that do all their work inside Poll() (loop) never call it.
   // By value: implementations keep it (move it into place).

@@ -1,5 +1,6 @@
 #include "link_daemons.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -134,6 +135,34 @@ Result<std::vector<uint64_t>> DaemonPair::LinkTest(const LinkPlan& plan, size_t 
                                        " of " + std::to_string(count) + " round trips");
   }
   return nanos;
+}
+
+Result<std::string> DaemonPair::Trace(const LinkPlan& plan, size_t bytes, int count, int warmup,
+                                      const std::string& log) {
+  if (access(plan.mcdmactl_path.c_str(), X_OK) != 0)
+    return Status(Code::kNotFound, "no mcdmactl at " + plan.mcdmactl_path);
+  const int limit_s = plan.run_limit_ms / 1000 + 10;
+  MCDMA_ASSIGN_OR_RETURN(
+      std::unique_ptr<harness::Child> responder,
+      harness::Child::Spawn(
+          {plan.mcdmactl_path, "--socket", b_.socket, "bench", "--serve", "--serve-seconds",
+           std::to_string(limit_s), "--buffer", "4K", "--allow", a_.id},
+          harness::LoggedSpawn("trace-responder", log)));
+  if (!responder->WaitForPrefix("mcdma bench responder", Millis(30000))) {
+    return Status(Code::kInternal, "mcdmactl bench --serve on " + b_.id +
+                                       " did not say it was ready: " + responder->Describe());
+  }
+  harness::CommandResult r = harness::RunCommand(
+      {plan.mcdmactl_path, "--socket", a_.socket, "--timeout", std::to_string(plan.run_limit_ms),
+       "trace", b_.id, "--bytes", std::to_string(bytes), "--count", std::to_string(count),
+       "--warmup", std::to_string(warmup)},
+      Millis(plan.run_limit_ms + 5000));
+  responder->Stop(SIGTERM, Millis(5000));
+  if (r.exit_code() != 0) {
+    std::string how = r.status ? harness::DescribeStatus(*r.status) : "did not finish in time";
+    return Status(Code::kInternal, "mcdmactl trace: " + how + ": " + harness::LastLine(r.err));
+  }
+  return r.out;
 }
 
 Status DaemonPair::WaitForLink(const LinkPlan& plan) {

@@ -58,6 +58,12 @@ class DaemonPair {
   // daemons echoing over their link with no app involved. Round trips in
   // ns, as the daemon timed them. kNotFound without mcdmactl.
   Result<std::vector<uint64_t>> LinkTest(const LinkPlan& plan, size_t bytes, int count);
+  // `mcdmactl trace host-b --bytes N --count M` on host A, against
+  // `mcdmactl bench --serve` on host B (started and stopped here; its
+  // stderr goes to `log`): where a call's microseconds go, stage by stage.
+  // The table it printed. kNotFound without mcdmactl.
+  Result<std::string> Trace(const LinkPlan& plan, size_t bytes, int count, int warmup,
+                            const std::string& log);
 
  private:
   DaemonPair() = default;

@@ -16,14 +16,16 @@
 #include <vector>
 
 #include "mcdma/status.hpp"
+#include "perftest_output.hpp"
 #include "verbs_options.hpp"
 
 namespace mcdma::bench {
 
-// The index of `device` port 1's RoCE v2 GID that is IPv4-mapped
-// (::ffff:a.b.c.d), read from /sys/class/infiniband/<device>/ports/1/
-// gids/N and gid_attrs/types/N. kNotFound lists what the port has.
-mcdma::Result<int> RoceV2Ipv4GidIndex(const std::string& device);
+// The output readers (GID choice, sample lists, bandwidth tables) are
+// tools/perftest's, shared with `mcdmactl validate`.
+using perftest::ParseAverageBandwidth;
+using perftest::ParseUnsortedLatency;
+using perftest::RoceV2Ipv4GidIndex;
 
 struct PerftestRun {
   std::string tool;               // "ib_write_lat", "ib_write_bw", "ib_read_bw"
@@ -52,15 +54,5 @@ std::string CpuRateConflict(const PerftestOutput& out);
 // of both ends' output, when either fails.
 mcdma::Result<PerftestOutput> RunPerftest(const VerbsPlan& plan, const PerftestRun& run,
                                           uint16_t port);
-
-// The samples `ib_write_lat -U` prints ("#, usec" then "N, value" lines),
-// in ns, each multiplied by `rtt_factor`: perftest reports a ping-pong
-// test's (WRITE, SEND) samples as half the round trip, so 2 gives the
-// round trip the daemon's call figures are.
-mcdma::Result<std::vector<uint64_t>> ParseUnsortedLatency(const std::string& text, int rtt_factor);
-
-// "BW average[Gb/sec]" of the result row for `msg_bytes` in ib_*_bw
-// --report_gbits output, as GB/s (10^9 B/s). perftest's Gb is 10^9 bits.
-mcdma::Result<double> ParseAverageBandwidth(const std::string& text, uint64_t msg_bytes);
 
 }  // namespace mcdma::bench

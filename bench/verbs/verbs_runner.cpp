@@ -206,6 +206,7 @@ class Runner {
     Say(pair.note());
     if (lat) DaemonLatency(dir, hosts, pair);
     if (lat) LinkTest(pair);
+    if (lat) Trace(dir, pair);
     if (bw) DaemonBandwidth(dir, hosts, pair);
     // A daemon that died mid-run explains the failures above it.
     if (std::string gone = pair.Exited(); !gone.empty()) {
@@ -218,6 +219,7 @@ class Runner {
   std::vector<LatencyRow> latency;
   std::vector<BandwidthRow> bandwidth;
   std::vector<std::string> notes;
+  std::vector<std::string> traces;  // mcdmactl trace's tables, one per payload
   std::string link_note;
   bool failed = false;
 
@@ -269,6 +271,22 @@ class Runner {
       }
       row.nanos = std::move(*nanos);
       Keep(std::move(row));
+    }
+  }
+
+  // Diagnostic, in no ratio: where a call's microseconds go, stage by stage
+  // (mcdmactl trace against mcdmactl bench --serve), printed as is.
+  void Trace(const TempDir& dir, DaemonPair& pair) {
+    for (size_t payload : o_.payloads) {
+      Say("latency: mcdmactl trace " + FormatBytes(payload) + " ...");
+      auto text = pair.Trace(plan_.link, payload, std::min(o_.iterations, 4096), o_.warmup,
+                             dir.path() + "/trace-responder-" + std::to_string(payload) + ".log");
+      if (!text.ok()) {
+        // The trace explains the call row; it decides nothing.
+        notes.push_back("mcdmactl trace " + FormatBytes(payload) + ": " + text.status().message());
+        continue;
+      }
+      traces.push_back(*text);
     }
   }
 
@@ -404,6 +422,7 @@ void PrintReport(const VerbsPlan& plan, const Runner& r) {
         FormatBytes(o.bulk_bytes).c_str(), o.repeats);
     PrintBandwidthTable(stdout, r.bandwidth);
   }
+  for (const std::string& trace : r.traces) printf("\n%s", trace.c_str());
   printf("\n");
   PrintOverhead(stdout, r.latency, o.payloads, r.bandwidth);
   printf("figures: %s\n", kEmulatedLabel);

@@ -32,10 +32,16 @@ Status FromGrpc(const grpc::Status& s) {
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return Status(Code::kUnavailable, "mcdma-rpcd is not reachable: " + m);
   }
-  return Status(Code::kInternal, "gRPC: " + m);
+  // The daemon carries its own codes in the details: one without them
+  // failed in gRPC on the way (the connection to the daemon), not in the
+  // daemon.
+  return Status(Code::kUnavailable, "the request to mcdma-rpcd failed in gRPC (" +
+                                        rpc::GrpcCodeName(s.error_code()) + "): " + m);
 }
 
 ClientCore::ClientCore(ClientOptions options) : options_(std::move(options)) {
+  if (const char* env = std::getenv("MCDMA_TRACE_CALLS"); env != nullptr && std::string(env) == "1")
+    options_.trace_calls = true;
   if (options_.socket.empty()) options_.socket = DefaultClientSocketPath();
   if (options_.app_name.empty()) options_.app_name = platform::ProgramName();
   if (options_.default_timeout.count() <= 0)
@@ -180,6 +186,7 @@ Status ClientCore::CheckOpen() const {
 void ClientCore::ProgressLoop() {
   t_on_progress_thread = true;
   wait::Backoff backoff(options_.spin_budget);
+  std::optional<Clock::time_point> idle_since;  // the first round that found nothing
   while (!stop_.load(std::memory_order_relaxed)) {
     bool did = TryReapCompletions();
     did |= ReapInbox();
@@ -200,9 +207,12 @@ void ClientCore::ProgressLoop() {
       continue;
     }
     if (did) {
-      backoff.Reset();
+      if (idle_since) progress_gap_.Observe(Clock::now() - *idle_since);
+      idle_since.reset();
+      backoff.Reset(progress_gap_.Budget(options_.spin_budget));
       continue;
     }
+    if (!idle_since) idle_since = Clock::now();
     if (backoff.Spin()) continue;
     uint32_t seq = wait::PrepareSleep(header_->app_bell);
     bool work = header_->cq_tail.value.load(std::memory_order_acquire) !=
@@ -332,7 +342,8 @@ Status ClientCore::Wait(OpState& op) {
                   "a blocking wait on the progress thread would deadlock; use handler_threads "
                   "or an async call with Then()");
   }
-  wait::Backoff backoff(options_.spin_budget);
+  const Clock::time_point began = Clock::now();
+  wait::Backoff backoff(completion_wait_.Budget(options_.spin_budget));
   while (op.done.load(std::memory_order_acquire) == 0) {
     // Reap for ourselves while spinning: the completion is usually ours.
     if (TryReapCompletions()) continue;
@@ -360,6 +371,7 @@ Status ClientCore::Wait(OpState& op) {
     if (op.done.load(std::memory_order_acquire) == 0)
       wait::FutexWait(&op.done, 0, kSleepCap, false);
   }
+  completion_wait_.Observe(Clock::now() - began);
   return Status::Ok();
 }
 

@@ -32,6 +32,7 @@
 #include "mcdma_internal/mailbox_layout.hpp"
 #include "mcdma_internal/shm_segment.hpp"
 #include "mcdma_internal/thread_annotations.hpp"
+#include "mcdma_internal/wait.hpp"
 
 namespace mcdma::internal {
 
@@ -201,6 +202,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // on it for spin_budget before it sleeps on work_cv_.
   std::atomic<uint32_t> work_queued_{0};
   std::vector<std::thread> workers_;
+
+  // How long waits lately took (wait::WaitEstimate): a blocking Wait for a
+  // completion, the progress thread's and the handler threads' idle gaps
+  // between events. Each stretches its spin before sleeping where waits
+  // are short (a ping-pong's), and leaves spin_budget where they are not.
+  wait::WaitEstimate completion_wait_;
+  wait::WaitEstimate progress_gap_;
+  wait::WaitEstimate handler_gap_;
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};

@@ -95,6 +95,12 @@ Status ClientCore::Submit(std::span<Submission> subs, std::chrono::milliseconds 
     } else {
       d.flags |= shm::kFlagNoCompletion;
     }
+    if (options_.trace_calls && d.opcode == static_cast<uint8_t>(shm::Op::kCall)) {
+      d.flags |= shm::kFlagTrace;
+      d.local_offset = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+              .count());
+    }
     std::memcpy(&sq_[sq_tail_ & (geo_.sq_entries - 1)], &d, sizeof(d));
     ++sq_tail_;
     unpublished = true;
@@ -173,13 +179,15 @@ bool ClientCore::ReapInbox() {
 }
 
 void ClientCore::HandlerWorker() {
-  // After a handler, the thread spins (yielding) for spin_budget before it
+  // After a handler, the thread spins (yielding) for spin_budget, or longer
+  // where the gaps between calls were short (handler_gap_), before it
   // sleeps: back-to-back calls, a ping-pong's, find it awake, as the
   // progress thread would be (handler_threads = 0), without a wake-up each.
   wait::Backoff backoff(options_.spin_budget);
   while (true) {
     while (work_queued_.load(std::memory_order_acquire) == 0 && !stop_.load() && backoff.Spin()) {
     }
+    const Clock::time_point idle_since = backoff.started();
     shm::EventDesc ev;
     {
       MutexLock lock(work_mu_);
@@ -190,8 +198,9 @@ void ClientCore::HandlerWorker() {
       work_.pop_front();
       work_queued_.fetch_sub(1, std::memory_order_relaxed);
     }
+    handler_gap_.Observe(Clock::now() - idle_since);
     RunHandler(ev);
-    backoff.Reset();
+    backoff.Reset(handler_gap_.Budget(options_.spin_budget));
   }
 }
 

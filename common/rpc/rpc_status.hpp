@@ -7,6 +7,7 @@
 #include <grpcpp/support/status.h>
 
 #include <optional>
+#include <string>
 
 #include "mcdma/status.hpp"
 
@@ -24,5 +25,8 @@ grpc::Status ToGrpc(const Status& status);
 // is not mcdma) or details that do not parse. A code this build does not
 // know reads kInternal, an unknown reason kNone.
 std::optional<Status> StatusFromGrpc(const grpc::Status& status);
+
+// gRPC's name of a code ("UNKNOWN", "DEADLINE_EXCEEDED", ...), or its number.
+std::string GrpcCodeName(grpc::StatusCode code);
 
 }  // namespace mcdma::rpc

@@ -30,6 +30,7 @@ class ConnectionImpl final : public Connection {
   Status PostWrite(uint64_t wr_id, const LocalSlice& src, const RemoteSlice& dst) override;
   Status PostRead(uint64_t wr_id, const LocalSlice& dst, const RemoteSlice& src) override;
   size_t Poll(std::span<WorkCompletion> out) override;
+  bool ArmWakeup() override;
 
  private:
   struct Request {
@@ -85,6 +86,8 @@ class ConnectionImpl final : public Connection {
   void Issue(ibv_send_wr& wr, uint64_t read_bytes, uint64_t send_bytes);
   Status PostRing(uint32_t slot);
   void Repost(uint32_t slot, bool counts);
+  // Reaps the CQ into the connection's state; how many completions it took.
+  int ReapCq();
   void Handle(const ibv_wc& wc);
   void HandleRecv(const ibv_wc& wc, uint32_t slot);
   void Deliver();

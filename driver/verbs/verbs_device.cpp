@@ -355,7 +355,17 @@ Result<std::unique_ptr<Endpoint>> DeviceImpl::CreateEndpoint() {
   qo.max_send_sge = 2;
   qo.max_recv_sge = 1;
   qo.max_rd_atomic = static_cast<uint8_t>(std::clamp<uint32_t>(c.max_outstanding_reads, 1, 16));
-  MCDMA_ASSIGN_OR_RETURN(res.qp, QueuePair::Create(pd_, res.cq, res.cq, qo, ctx_.name()));
+  // Small SENDs (CREDIT, HELLO, short messages) go inline: the device
+  // copies them at post time instead of reading them by DMA. A device that
+  // allows less than the profile says gets a QP without inline data.
+  qo.max_inline = c.max_inline_bytes;
+  auto qp = QueuePair::Create(pd_, res.cq, res.cq, qo, ctx_.name());
+  if (!qp.ok() && qo.max_inline != 0) {
+    qo.max_inline = 0;
+    qp = QueuePair::Create(pd_, res.cq, res.cq, qo, ctx_.name());
+  }
+  if (!qp.ok()) return qp.status();
+  res.qp = std::move(*qp);
   int access = IBV_ACCESS_LOCAL_WRITE;
   if (!uc) access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
   MCDMA_RETURN_IF_ERROR(res.qp.ToInit(config_.port, access));
@@ -415,10 +425,10 @@ void DeviceImpl::TakeCompletionEvents() {
     MutexLock lock(mu_);
     ibv_cq* cq = nullptr;
     void* cq_context = nullptr;
-    while (ibv_get_cq_event(channel_.get(), &cq, &cq_context) == 0) {
-      ibv_ack_cq_events(cq, 1);
-      (void)ibv_req_notify_cq(cq, 0);
-    }
+    // Not re-armed here: the owner arms a CQ (ConnectionImpl::ArmWakeup)
+    // only before it sleeps, so completions reaped by a polling owner cost
+    // no event.
+    while (ibv_get_cq_event(channel_.get(), &cq, &cq_context) == 0) ibv_ack_cq_events(cq, 1);
     notify = notify_;
   }
   if (notify) notify();

@@ -194,6 +194,8 @@ Result<QueuePair> QueuePair::Create(const ProtectionDomain& pd, const Completion
   qp.qp_.reset(ibv_create_qp(pd.get(), &init));
   if (!qp.qp_) return VerbsError("ibv_create_qp", device, errno);
   qp.options_ = options;
+  // What the device granted (at least what was asked).
+  qp.options_.max_inline = init.cap.max_inline_data;
   qp.device_ = device;
   return qp;
 }

@@ -118,6 +118,8 @@ class QueuePair {
   ibv_qp* get() const { return qp_.get(); }
   QpState state() const { return state_; }
   uint32_t qpn() const { return qp_->qp_num; }
+  // Bytes a SEND may carry inline (IBV_SEND_INLINE), as the device granted.
+  uint32_t max_inline() const { return options_.max_inline; }
 
   // RESET -> INIT with the given remote access rights.
   Status ToInit(uint8_t port, int access);

@@ -32,10 +32,15 @@
 // range inside), answering with the status. caps().one_sided stays false:
 // nothing is RDMA.
 //
-// Progress. A thread per device waits on the completion channel and the
-// async event fd and calls the notifier; Poll() does all the work on the
-// owner's thread. Async events (QP fatal, port down) and failed completions
-// take the connection down with a message naming the likely cause.
+// Progress. Poll() does all the work on the owner's thread, reaping the
+// CQ itself (ibv_poll_cq): a busy owner polls and nothing else runs. A
+// thread per device waits on the completion channel and the async event fd
+// and calls the notifier; a CQ raises an event only once armed, and only
+// Connection::ArmWakeup arms it (then polls once more), which the owner
+// calls just before it sleeps. So a completion costs an interrupt and a
+// thread wake-up only when the owner was about to sleep anyway. Async
+// events (QP fatal, port down) and failed completions take the connection
+// down with a message naming the likely cause.
 //
 // Port state. Only the configured port's events count (a device with two
 // ports keeps its connections when the other port goes down). After every

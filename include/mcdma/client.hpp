@@ -67,6 +67,11 @@ struct ClientOptions {
   std::chrono::milliseconds default_timeout{30000};
   // Deadline for connecting and for control-plane requests. Default 10 s.
   std::chrono::milliseconds connect_timeout{10000};
+  // Have the daemons time each stage of this session's calls to other
+  // hosts (`mcdmactl trace` shows them; the daemon keeps the newest 4096).
+  // Also on when the environment has MCDMA_TRACE_CALLS=1. Costs a clock
+  // read per call here and a few in each daemon.
+  bool trace_calls = false;
 };
 
 // A payload the daemon delivered into this session's mailbox (a reply).

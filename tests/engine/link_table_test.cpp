@@ -88,7 +88,8 @@ TEST(LinkTable, EchoesAreAnsweredOnceAndFailWithTheirLink) {
   LinkTable t;
   std::vector<std::string> results;
   auto waiter = [&](uint64_t link, std::string payload) {
-    return LinkTable::EchoWaiter{link, std::move(payload), [&results](Result<std::string> r) {
+    return LinkTable::EchoWaiter{link, std::move(payload),
+                                 [&results](Result<std::string> r, std::chrono::nanoseconds) {
                                    results.push_back(r.ok() ? *r : r.status().message());
                                  }};
   };
@@ -98,11 +99,11 @@ TEST(LinkTable, EchoesAreAnsweredOnceAndFailWithTheirLink) {
   auto echo = t.TakeEcho(12);
   ASSERT_TRUE(echo.has_value());
   EXPECT_EQ(echo->payload, "z");
-  echo->done(std::string("z"));
+  echo->done(std::string("z"), std::chrono::nanoseconds(0));
   EXPECT_FALSE(t.TakeEcho(12).has_value());
   auto down = t.TakeEchoesOn(1);
   ASSERT_EQ(down.size(), 2U);
-  for (auto& w : down) w.done(Status(Code::kLinkDown, "down"));
+  for (auto& w : down) w.done(Status(Code::kLinkDown, "down"), std::chrono::nanoseconds(0));
   EXPECT_EQ(results, (std::vector<std::string>{"z", "down", "down"}));
   EXPECT_FALSE(t.TakeEcho(10).has_value());
   EXPECT_FALSE(t.TakeEcho(11).has_value());

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "peer/peer_channel.hpp"
+#include "rpc/rpc_status.hpp"
 #include "socket_path.hpp"
 #include "watchdog.hpp"
 
@@ -191,11 +192,62 @@ TEST(FromPeerGrpc, NamesEachRefusal) {
   EXPECT_EQ(code(grpc::StatusCode::UNAUTHENTICATED), Code::kPermissionDenied);
   EXPECT_EQ(code(grpc::StatusCode::UNAVAILABLE), Code::kLinkDown);
   EXPECT_EQ(code(grpc::StatusCode::FAILED_PRECONDITION), Code::kLinkDown);
-  EXPECT_EQ(code(grpc::StatusCode::DATA_LOSS), Code::kInternal);
+  // Without mcdma details a failure came from gRPC on the way: the path
+  // to the peer failed, never an INTERNAL of ours.
+  for (grpc::StatusCode c : {grpc::StatusCode::UNKNOWN, grpc::StatusCode::INTERNAL,
+                             grpc::StatusCode::ABORTED, grpc::StatusCode::DATA_LOSS,
+                             grpc::StatusCode::UNIMPLEMENTED, grpc::StatusCode::OUT_OF_RANGE,
+                             grpc::StatusCode::NOT_FOUND, grpc::StatusCode::ALREADY_EXISTS}) {
+    EXPECT_EQ(code(c), Code::kLinkDown) << rpc::GrpcCodeName(c);
+  }
+  EXPECT_NE(FromPeerGrpc(grpc::Status(grpc::StatusCode::UNKNOWN, "Stream removed"), "host-a")
+                .message()
+                .find("UNKNOWN"),
+            std::string::npos);
   Status busy =
       FromPeerGrpc(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "gate full"), "host-a");
   EXPECT_NE(busy.message().find("host-a"), std::string::npos) << busy.ToString();
   EXPECT_TRUE(FromPeerGrpc(grpc::Status::OK, "host-a").ok());
+}
+
+// A Peer server whose calls fail the way gRPC itself fails them when the
+// stream is torn down under load: UNKNOWN "Stream removed", no mcdma
+// details. A fresh channel's first lookup (an app's first call to a peer's
+// service, on the host that did not dial the link) authenticates first,
+// so this is what such an app saw as INTERNAL.
+class TornStreamPeer final : public v1::Peer::Service {
+ public:
+  grpc::Status Authenticate(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::AuthResponse, v1::AuthRequest>* stream) override {
+    v1::AuthRequest hello;
+    (void)stream->Read(&hello);
+    return grpc::Status(grpc::StatusCode::UNKNOWN, "Stream removed");
+  }
+};
+
+TEST(PeerChannel, AStreamTornDownInGrpcIsALinkFailureNotInternal) {
+  TornStreamPeer service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ASSERT_NE(port, 0);
+  auto key = FabricKey::Generate();
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  PeerChannel channel("127.0.0.1:" + std::to_string(port), "host-a", "host-b",
+                      std::make_shared<const FabricKey>(std::move(key).value()),
+                      grpc::InsecureChannelCredentials());
+  v1::PeerLookupServiceRequest req;
+  req.set_service("echo");
+  auto r = channel.LookupService(req, std::chrono::milliseconds(5000));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kLinkDown) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("UNKNOWN"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("host-a"), std::string::npos) << r.status().ToString();
+  server->Shutdown();
 }
 
 }  // namespace

@@ -35,6 +35,11 @@ class LoopFactory final : public conformance::TransportFactory {
   }
   bool OneDevice() const override { return true; }
   Link Connect(Device& a, Device& b) override { return conformance::ConnectInTurn(a, b); }
+  std::string Lacks(conformance::Feature feature) const override {
+    if (feature == conformance::Feature::kNotifies)
+      return "loop does all its work inside Poll and never notifies";
+    return {};
+  }
 };
 
 INSTANTIATE_TEST_SUITE_P(Loop, TransportConformance,

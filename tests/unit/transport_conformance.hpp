@@ -44,9 +44,10 @@ enum class Feature : uint8_t {
   kRemoteErrorKeepsUp,  // a refused remote access leaves the connection up
   kSelfConnectRefused,  // Connect with the endpoint's own info is kInvalid
   kDistinctKeys,        // a region's lkey and rkey differ
-  kSendMeetsRecv        // a SEND completes only once it met the peer's RECV
+  kSendMeetsRecv,       // a SEND completes only once it met the peer's RECV
                         // (waiting while none is posted, failing with one
                         // that is too small)
+  kNotifies             // the device calls its notifier (Device::SetNotifier)
 };
 
 // How the suite reaches one transport. Owned by the instantiation; used on

@@ -2,8 +2,10 @@
 # Boots the Soft-RoCE VM (vm.sh) once and runs in it, against the binaries
 # built on this host:
 #   1. the harness's own check (selfcheck-guest.sh);
-#   2. the verbs driver's owners (mcdma_verbs_smoke) and `mcdmactl doctor`
-#      on rxe1 (doctor-guest.sh);
+#   2. the verbs driver's owners (mcdma_verbs_smoke), `mcdmactl doctor`
+#      on rxe1 (doctor-guest.sh) and the validation run a person with the
+#      hardware makes, `mcdmactl validate` between two daemons on
+#      rxe1/rxe2 (validate-guest.sh);
 #   3. the verbs transport under each profile forced
 #      (mcdma_verbs_transport_check), and the transport conformance suite
 #      once per profile (mcdma_verbs_conformance);
@@ -28,6 +30,7 @@ guest=$(mktemp -d /tmp/mcdma-vm-guest.XXXXXX)
 trap 'rm -rf "$guest"' EXIT
 install -m 755 "$here/selfcheck-guest.sh" "$guest/selfcheck.sh"
 install -m 755 "$here/doctor-guest.sh" "$guest/doctor.sh"
+install -m 755 "$here/validate-guest.sh" "$guest/validate.sh"
 install -m 755 "$build/daemon/mcdma-rpcd" "$guest/mcdma-rpcd"
 install -m 755 "$build/tools/mcdmactl/mcdmactl" "$guest/mcdmactl"
 for f in tests/verbs/mcdma_verbs_smoke tests/verbs/mcdma_verbs_transport_check \
@@ -54,6 +57,8 @@ else
 fi
 step "mcdmactl doctor on rxe1"
 ./doctor.sh . || fails=$((fails + 1))
+step "the validation run: mcdmactl validate host-a -> host-b over verbs, beside perftest"
+timeout 900 ./validate.sh . || fails=$((fails + 1))
 if [ -x ./mcdma_verbs_transport_check ]; then
   step "verbs transport on rxe1/rxe2, each profile forced"
   timeout 600 ./mcdma_verbs_transport_check || fails=$((fails + 1))

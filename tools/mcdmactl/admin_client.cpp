@@ -110,4 +110,8 @@ Result<v1::LinkTestReply> AdminClient::TestLink(const v1::LinkTestRequest& reque
   return Invoke<v1::LinkTestReply>(&v1::Admin::Stub::LinkTest, request);
 }
 
+Result<v1::TraceReply> AdminClient::Trace(const v1::TraceRequest& request) {
+  return Invoke<v1::TraceReply>(&v1::Admin::Stub::Trace, request);
+}
+
 }  // namespace mcdma::tools

@@ -42,6 +42,7 @@ class AdminClient {
                                    const std::string& transport);
   Result<v1::LinkRemoveReply> RemoveLink(const std::string& peer);
   Result<v1::LinkTestReply> TestLink(const v1::LinkTestRequest& request);
+  Result<v1::TraceReply> Trace(const v1::TraceRequest& request);
 
   // Whether the last request that failed was refused by the daemon itself
   // (true) rather than lost on the way (false). Reset by every request.

@@ -36,6 +36,7 @@ BenchFigures Summarize(const BenchRow& row) {
   f.min_us = static_cast<double>(sorted.front()) / 1e3;
   f.max_us = static_cast<double>(sorted.back()) / 1e3;
   f.median_us = Percentile(sorted, 0.5);
+  f.p90_us = Percentile(sorted, 0.90);
   f.p95_us = Percentile(sorted, 0.95);
   f.p99_us = Percentile(sorted, 0.99);
   f.avg_us = static_cast<double>(std::accumulate(sorted.begin(), sorted.end(), uint64_t{0})) /

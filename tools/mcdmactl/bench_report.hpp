@@ -22,7 +22,7 @@ struct BenchRow {
 
 struct BenchFigures {
   uint64_t count = 0;
-  double min_us = 0, median_us = 0, p95_us = 0, p99_us = 0, max_us = 0, avg_us = 0;
+  double min_us = 0, median_us = 0, p90_us = 0, p95_us = 0, p99_us = 0, max_us = 0, avg_us = 0;
   double gbit_per_s = 0;  // bandwidth rows: bytes x ops / elapsed
   double mops_per_s = 0;
 };

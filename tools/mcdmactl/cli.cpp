@@ -13,6 +13,8 @@
 #include "links_cmd.hpp"
 #include "mcdma/client.hpp"
 #include "render.hpp"
+#include "trace_cmd.hpp"
+#include "validate/validate_cmd.hpp"
 
 #ifndef MCDMA_VERSION_TEXT
 #define MCDMA_VERSION_TEXT "unknown"
@@ -71,7 +73,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   CLI::App app{
       "mcdmactl: inspect the host's mcdma-rpcd (status, sessions, exports, buffers), manage its "
       "links to peer hosts and its fabric key, check the host's setup (doctor), measure a link "
-      "(bench)",
+      "(bench) and where a call's microseconds go (trace)",
       "mcdmactl"};
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("mcdmactl ") + MCDMA_VERSION_TEXT);
@@ -93,11 +95,13 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   // Commands that make their own way to the daemon: `fabric-key` never
   // talks to it (--socket and --timeout are accepted but unused); `doctor`
   // may find its socket in the daemon's config and must run even without it;
-  // `bench` opens an app session of its own.
+  // `bench` and `trace` open an app session of their own.
   LocalCommand local;
   AddFabricKeyCommands(app, local);
   AddDoctorCommand(app, options.socket, options.timeout_ms, local);
   AddBenchCommand(app, options.socket, options.timeout_ms, local);
+  AddTraceCommand(app, options.socket, options.timeout_ms, local);
+  AddValidateCommand(app, options.socket, options.timeout_ms, local);
 
   try {
     app.parse(argc, argv);

@@ -53,6 +53,9 @@ enum class Op : uint8_t {
 
 // SubmitDesc::flags
 inline constexpr uint8_t kFlagNoCompletion = 1;  // REPLY/NOTIFY/NOP: only errors complete
+// CALL: time this call's stages (mcdmactl trace); local_offset holds the
+// app's steady-clock nanoseconds as it wrote the submission.
+inline constexpr uint8_t kFlagTrace = 2;
 
 // One submission, written by the app. 64 bytes.
 struct SubmitDesc {

@@ -11,6 +11,7 @@
 // they sleep. A budget shorter than the wake-up time leaves both sides asleep.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -67,6 +68,12 @@ class Backoff {
  public:
   explicit Backoff(std::chrono::microseconds budget) : budget_(budget) { Reset(); }
   void Reset() { start_ = std::chrono::steady_clock::now(); }
+  // Reset() with another budget (WaitEstimate::Budget).
+  void Reset(std::chrono::microseconds budget) {
+    budget_ = budget;
+    Reset();
+  }
+  std::chrono::steady_clock::time_point started() const { return start_; }
   bool Spin() {
     if (std::chrono::steady_clock::now() - start_ >= budget_) return false;
     std::this_thread::yield();
@@ -76,6 +83,35 @@ class Backoff {
  private:
   std::chrono::microseconds budget_;
   std::chrono::steady_clock::time_point start_;
+};
+
+// How long a waiter should spin before it sleeps: its budget, or, where
+// its recent waits were short, about twice as long as they took (at most
+// kMaxAdaptiveSpin). A wait that usually ends within a few hundred
+// microseconds (a call's reply, a ping-pong's next request) costs less
+// spun through than slept through: waking a sleeper costs ~30 us on these
+// CPUs and far more under emulation. Waits that are longer get the plain
+// budget, so an idle or slow peer costs no CPU. Any thread.
+inline constexpr std::chrono::microseconds kMaxAdaptiveSpin{1000};
+class WaitEstimate {
+ public:
+  // A wait that took `took`: folded into a moving average (1/8 weight).
+  // Counted as at most 2 x kMaxAdaptiveSpin, so one long idle spell is
+  // forgotten after a few short waits.
+  void Observe(std::chrono::nanoseconds took) {
+    constexpr int64_t kCap = std::chrono::nanoseconds(2 * kMaxAdaptiveSpin).count();
+    int64_t ns = std::clamp<int64_t>(took.count(), 0, kCap);
+    int64_t cur = avg_ns_.load(std::memory_order_relaxed);
+    avg_ns_.store(cur == 0 ? ns : cur + (ns - cur) / 8, std::memory_order_relaxed);
+  }
+  std::chrono::microseconds Budget(std::chrono::microseconds base) const {
+    auto avg = std::chrono::nanoseconds(avg_ns_.load(std::memory_order_relaxed));
+    if (avg.count() == 0 || avg > kMaxAdaptiveSpin / 2) return base;
+    return std::max(base, std::chrono::duration_cast<std::chrono::microseconds>(2 * avg));
+  }
+
+ private:
+  std::atomic<int64_t> avg_ns_{0};
 };
 
 }  // namespace mcdma::wait

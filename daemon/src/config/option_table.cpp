@@ -41,6 +41,10 @@ const std::array kTable = {
                "on SIGTERM, wait this long for in-flight work"},
     OptionSpec{"engine.spin_budget_us", "--spin-budget-us", &Options::spin_budget_us,
                "engine spin before sleeping, microseconds", Range(0, 1'000'000)},
+    OptionSpec{"engine.link_poll_us", "--link-poll-us", &Options::link_poll_us,
+               "after link traffic, keep polling (yielding) this long before sleeping, "
+               "microseconds",
+               Range(0, 1'000'000)},
     OptionSpec{"engine.transfer_chunk_bytes", "--transfer-chunk-bytes",
                &Options::transfer_chunk_bytes, "largest piece a bulk transfer is posted in",
                Range(4096, int64_t{1} << 30)},

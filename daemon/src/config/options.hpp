@@ -85,6 +85,11 @@ struct Options {
   std::string log_level = "info";
   // Engine: how long the engine spins (yielding) before it sleeps. 50 us.
   uint32_t spin_budget_us = 50;
+  // Engine: after a post on a link or a completion from one, it keeps
+  // polling (yielding) this long before it sleeps, so the reply or the next
+  // request is picked up without an interrupt and two thread wake-ups. 0:
+  // spin_budget_us only. 1000 us.
+  uint32_t link_poll_us = 1000;
   // Mailbox defaults for sessions that ask for 0; also the maxima.
   uint32_t submission_entries = 1024;
   uint32_t completion_entries = 1024;

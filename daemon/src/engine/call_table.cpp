@@ -12,6 +12,11 @@ const PendingCall* CallTable::Find(uint64_t id) const {
   return it == calls_.end() ? nullptr : &it->second;
 }
 
+PendingCall* CallTable::FindMutable(uint64_t id) {
+  auto it = calls_.find(id);
+  return it == calls_.end() ? nullptr : &it->second;
+}
+
 std::optional<PendingCall> CallTable::Take(uint64_t id) {
   auto node = calls_.extract(id);
   if (node.empty()) return std::nullopt;

@@ -45,11 +45,23 @@ struct LinkServer {  // a peer daemon, over a link
 };
 using CallServer = std::variant<SessionServer, LinkServer>;
 
+// A traced call's times so far (engine/trace_log.hpp), steady-clock ns of
+// this host. The caller's host fills the first three, the server's host
+// the last two.
+struct CallTrace {
+  uint64_t submit_ns = 0;
+  uint64_t pickup_ns = 0;
+  uint64_t posted_ns = 0;
+  uint64_t received_ns = 0;   // the peer's call received whole here
+  uint64_t delivered_ns = 0;  // and in the serving app's inbox
+};
+
 struct PendingCall {
   CallCaller caller;
   CallServer server;
   Clock::time_point deadline;
-  Clock::time_point started = Clock::now();  // for the latency histogram
+  Clock::time_point started = Clock::now();       // for the latency histogram
+  std::optional<CallTrace> trace = std::nullopt;  // a traced call (shm::kFlagTrace)
 
   // The link either side is on; 0 for a call between two sessions here.
   uint64_t link() const {
@@ -80,6 +92,7 @@ class CallTable {
   // Books a call under `id` (unique: the engine's id counter).
   void Add(uint64_t id, const PendingCall& call);
   const PendingCall* Find(uint64_t id) const;
+  PendingCall* FindMutable(uint64_t id);
   // Removes and returns the call; nullopt if it is not pending.
   std::optional<PendingCall> Take(uint64_t id);
   // Takes every call whose deadline is at or before `now`, earliest first.

@@ -146,6 +146,10 @@ void Engine::Loop() {
       continue;
     }
     if (backoff.Spin()) continue;
+    if (LinkHot(now)) {
+      std::this_thread::yield();
+      continue;
+    }
     Sleep();
     backoff.Reset();
   }
@@ -184,6 +188,9 @@ void Engine::Sleep() {
     backlog |= s->backlog() > 0;
   }
   bool many = sessions_.size() + 1 > wait::kMaxWaitTargets;
+  // After the bells: a completion that lands once a rail is armed rings
+  // cmd_bell_, which is already marked sleeping.
+  if (!ArmLinks()) link_pending_.store(true);
   if (!HasWork() && !stop_.load()) {
     Clock::time_point now = Clock::now();
     Clock::duration timeout = kMaxSleep;
@@ -197,6 +204,16 @@ void Engine::Sleep() {
   }
   wait::CancelSleep(cmd_bell_);
   for (auto& [id, s] : sessions_) wait::CancelSleep(s->header()->daemon_bell);
+}
+
+bool Engine::ArmLinks() {
+  bool quiet = true;
+  for (auto& [id, l] : links_) {
+    for (auto& r : l->rails) {
+      if (r != nullptr && r->live() && !r->conn->ArmWakeup()) quiet = false;
+    }
+  }
+  return quiet;
 }
 
 void Engine::ExpireDeadlines(Clock::time_point now) {

@@ -8,8 +8,11 @@
 // bounded batch per session per round, so one busy app cannot starve the
 // others); post and reap transport work; flush backlogs; expire deadlines.
 // When a round finds nothing to do the engine spins (yielding) for
-// Options::spin_budget_us, then sleeps on all sessions' bells at once
-// (futex_waitv) with a timeout set by the nearest deadline.
+// Options::spin_budget_us, or while a link saw traffic within
+// Options::link_poll_us (a reply or the next request is likely soon, and
+// sleeping would cost an interrupt and two thread wake-ups), then arms the
+// links' wake-ups and sleeps on all sessions' bells at once (futex_waitv)
+// with a timeout set by the nearest deadline.
 //
 // Where things are:
 //   engine.cpp           the thread, the loop, the command queue, sleeping,
@@ -67,6 +70,7 @@
 #include "engine/session.hpp"
 #include "engine/session_table.hpp"
 #include "engine/snapshots.hpp"
+#include "engine/trace_log.hpp"
 #include "engine/transfer_table.hpp"
 #include "engine/user_table.hpp"
 #include "mcdma_internal/thread_annotations.hpp"
@@ -269,12 +273,18 @@ class Engine {
     on_link_down_ = std::move(fn);
   }
   std::vector<LinkSnapshot> Links() const;
+  // Traced calls (engine/trace_log.hpp): the newest `max` (0: all) of
+  // `session` (0: every session); `clear` empties the log after.
+  std::vector<TraceRecord> TraceNow(uint64_t session, size_t max, bool clear);
+  uint64_t traces_recorded() const { return traces_.recorded(); }
   // Sends `payload` to `peer` as an echo request; `done` runs on the engine
-  // thread with the echoed bytes, or an error (link down). Returns the
-  // sequence number, for CancelEcho.
-  Result<uint64_t> StartEcho(const std::string& peer, std::string payload,
-                             std::function<void(Result<std::string>)> done,
-                             LinkSnapshot* used = nullptr);
+  // thread with the echoed bytes and the round trip the engine saw (from
+  // handing it to the link to dispatching the answer), or an error (link
+  // down). Returns the sequence number, for CancelEcho.
+  Result<uint64_t> StartEcho(
+      const std::string& peer, std::string payload,
+      std::function<void(Result<std::string>, std::chrono::nanoseconds)> done,
+      LinkSnapshot* used = nullptr);
   void CancelEcho(uint64_t seq);
   // Peer plane, callee side: an app's export / service for `peer_host`,
   // registered with the device of `transport` ("tcp" or "verbs").
@@ -305,6 +315,14 @@ class Engine {
   bool RunCommands() MCDMA_EXCLUDES(cmd_mu_);
   void Sleep();
   bool HasWork() MCDMA_EXCLUDES(cmd_mu_);
+  // Arms every live rail's wake-up (Connection::ArmWakeup); false when one
+  // already has something to poll.
+  bool ArmLinks();
+  // Whether link traffic was seen within Options::link_poll_us: the engine
+  // then keeps polling rather than sleeping.
+  bool LinkHot(Clock::time_point now) const {
+    return now - link_active_at_ < std::chrono::microseconds(options_.link_poll_us);
+  }
 
   // engine_submit.cpp: one submission ring batch and each opcode.
   bool ProcessSubmissions(Session& s);
@@ -362,8 +380,13 @@ class Engine {
   EngineLink* LinkTo(const std::string& peer);
   EngineLink* FindLink(uint64_t id);
   void SendMessage(EngineLink& l, link_wire::Header h, std::span<const std::byte> payload);
+  // `timed`: a traced call's answer carries the times of this host's part
+  // (link_wire::kTraceBit): ns from the call received to now, ns the app had it.
   void SendReply(uint64_t link_id, uint64_t id, Code code, std::span<const std::byte> payload,
-                 Reason reason = Reason::kNone);
+                 Reason reason = Reason::kNone,
+                 std::optional<std::pair<uint64_t, uint64_t>> timed = std::nullopt);
+  // A traced call's message was wholly posted.
+  void NoteTracePosted(uint64_t call_id);
   bool PumpBacklog(EngineLink& l);
   bool PostFragments(EngineLink& l, Rail& r, EngineLink::Outgoing& m);
   // Posts a header-only message (a rail probe or its answer) on `r`
@@ -455,6 +478,9 @@ class Engine {
   Status AnswerCaller(const PendingCall& call, Code code, std::span<const std::byte> payload,
                       Reason reason = Reason::kNone);
   void FailCall(uint64_t call_id, Code code, const std::string& message);
+  // A traced call's answer came back over `l`: its record (traces_).
+  void RecordTrace(const EngineLink& l, const link_wire::Header& h, const PendingCall& call,
+                   Code code, uint64_t reply_bytes, Clock::time_point replied);
 
   void ExpireDeadlines(Clock::time_point now);
   void Sweep(Clock::time_point now);
@@ -493,6 +519,8 @@ class Engine {
   LocalVerbsInfo verbs_info_;
   LinkTable links_;
   std::atomic<bool> link_pending_{false};  // set by the link transport's thread
+  // The last post on a link or completion reaped from one (LinkHot).
+  Clock::time_point link_active_at_{};
   std::function<void(uint64_t, const std::string&)> on_link_down_;
   std::function<void(uint64_t, uint32_t, const std::string&, bool)> on_rail_down_;
   std::unordered_map<uint64_t, PeerService> peer_services_;  // by local service id
@@ -539,6 +567,7 @@ class Engine {
   uint64_t next_id_ = 1;
   SessionTable sessions_;
   Registry registry_;
+  TraceLog traces_;
   CallTable calls_;
   TransferTable transfers_;
   UserTable users_;
@@ -550,7 +579,10 @@ class Engine {
   Clock::time_point last_sweep_;
 
   OpCounters op_stats_{};
-  Clock::time_point handling_since_{};  // when Handle() took the current descriptor
+  Clock::time_point handling_since_{};
+  // While HandleReply answers a traced call: when the app's REPLY was
+  // taken (steady ns), for the times AnswerCaller sends back; 0 otherwise.
+  uint64_t answer_taken_ns_ = 0;  // when Handle() took the current descriptor
   uint64_t invalid_total_ = 0;
   uint64_t segment_unlink_failures_ = 0;
 };

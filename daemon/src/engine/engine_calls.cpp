@@ -75,7 +75,13 @@ Status Engine::AnswerCaller(const PendingCall& call, Code code, std::span<const 
       SendReply(peer->link, peer->peer_call, Code::kNoMemory, AsBytes(why));
       return Status(Code::kNoMemory, why);
     }
-    SendReply(peer->link, peer->peer_call, code, payload, reason);
+    std::optional<std::pair<uint64_t, uint64_t>> timed;
+    if (call.trace && call.trace->received_ns != 0 && answer_taken_ns_ != 0) {
+      const uint64_t now = SteadyNs(Clock::now());
+      timed.emplace(now - std::min(now, call.trace->received_ns),
+                    answer_taken_ns_ - std::min(answer_taken_ns_, call.trace->delivered_ns));
+    }
+    SendReply(peer->link, peer->peer_call, code, payload, reason, timed);
     return Status::Ok();
   }
   const auto& from = std::get<SessionCaller>(call.caller);
@@ -175,16 +181,38 @@ void Engine::HandlePeerCall(Session& s, const shm::SubmitDesc& d, bool one_way,
   h.target = ps.remote_id;
   h.timeout_us = static_cast<uint32_t>(std::clamp<int64_t>(left.count(), 1, UINT32_MAX));
   bool silent = one_way && (d.flags & shm::kFlagNoCompletion) != 0;
+  const bool traced = !one_way && (d.flags & shm::kFlagTrace) != 0;
+  uint64_t call_id = 0;
   if (!silent) {
-    uint64_t call_id = next_id_++;
+    call_id = next_id_++;
     h.id = call_id;
-    calls_.Add(call_id, PendingCall{SessionCaller{s.id(), d.tag},
-                                    LinkServer{l->id, d.target, one_way, d.payload_len}, deadline});
+    PendingCall call{SessionCaller{s.id(), d.tag},
+                     LinkServer{l->id, d.target, one_way, d.payload_len}, deadline};
+    if (traced) {
+      call.trace = CallTrace{d.local_offset, SteadyNs(handling_since_), 0, 0, 0};
+      h.reason |= link_wire::kTraceBit;
+    }
+    calls_.Add(call_id, call);
     ++s.inflight;
   } else {
     CountDone(shm::Op::kNotify, Code::kOk, d.payload_len);
   }
   SendMessage(*l, h, s.AppPayload(d.payload_off, d.payload_len));
+  if (traced && !l->failed) {
+    // Posted at once, or waiting in the backlog (PumpBacklog notes it).
+    if (!l->backlog.empty() && l->backlog.back().header.id == call_id &&
+        l->backlog.back().header.type == link_wire::MsgType::kCall) {
+      l->backlog.back().trace_call = call_id;
+    } else {
+      NoteTracePosted(call_id);
+    }
+  }
+}
+
+void Engine::NoteTracePosted(uint64_t call_id) {
+  PendingCall* call = calls_.FindMutable(call_id);
+  if (call != nullptr && call->trace && call->trace->posted_ns == 0)
+    call->trace->posted_ns = SteadyNs(Clock::now());
 }
 
 // ---- Calls from peers ------------------------------------------------------
@@ -199,10 +227,18 @@ void Engine::OnIncomingCall(EngineLink& l, const link_wire::Header& h,
   if (draining_)
     return refuse(Status(Code::kUnavailable, "the daemon is draining (shutting down)"));
   uint32_t timeout_us = std::max<uint32_t>(h.timeout_us, 1);
-  auto deadline = Clock::now() + std::chrono::microseconds(timeout_us);
+  const Clock::time_point received = Clock::now();
+  auto deadline = received + std::chrono::microseconds(timeout_us);
   auto offered =
       OfferToService(LinkCaller{l.id, h.id}, h.target, payload, deadline, timeout_us, one_way);
   if (!offered.ok()) return refuse(offered.status());
+  if (!one_way && (h.reason & link_wire::kTraceBit) != 0) {
+    if (PendingCall* call = calls_.FindMutable(*offered)) {
+      call->trace = CallTrace{};
+      call->trace->received_ns = SteadyNs(received);
+      call->trace->delivered_ns = SteadyNs(Clock::now());
+    }
+  }
   if (one_way && h.id != 0) SendReply(l.id, h.id, Code::kOk, {});
 }
 
@@ -230,8 +266,11 @@ void Engine::HandleReply(Session& s, const shm::SubmitDesc& d) {
   std::optional<PendingCall> taken = calls_.Take(d.target);
   if (!taken) return;  // Find() found it just above
   PendingCall call = *taken;
+  // A traced call's answer tells the caller how long the app had it.
+  answer_taken_ns_ = call.trace ? SteadyNs(handling_since_) : 0;
   Status answered =
       AnswerCaller(call, static_cast<Code>(d.status), s.AppPayload(d.payload_off, d.payload_len));
+  answer_taken_ns_ = 0;
   if (!answered.ok()) {
     Decline(s, d, answered.code(), answered.message());
     return;
@@ -249,8 +288,40 @@ void Engine::OnReply(EngineLink& l, const link_wire::Header& h,
   if (pending == nullptr || !pending->served_on_link(l.id)) return;  // late
   std::optional<PendingCall> call = calls_.Take(h.id);
   if (!call) return;
+  const Clock::time_point replied = Clock::now();
   // A number this build does not know (a newer peer's) reads INTERNAL / NONE.
-  (void)AnswerCaller(*call, CodeFromWire(h.status), payload, ReasonFromWire(h.reason));
+  const Code code = CodeFromWire(h.status);
+  (void)AnswerCaller(*call, code, payload, ReasonFromWire(h.reason & ~link_wire::kTraceBit));
+  if (call->trace) RecordTrace(l, h, *call, code, payload.size(), replied);
+}
+
+void Engine::RecordTrace(const EngineLink& l, const link_wire::Header& h, const PendingCall& call,
+                         Code code, uint64_t reply_bytes, Clock::time_point replied) {
+  const CallTrace& t = *call.trace;
+  TraceRecord r;
+  r.session = std::get<SessionCaller>(call.caller).session;
+  r.peer = l.routed ? l.spec.peer + " (routed)" : l.spec.peer;
+  r.transport = std::string(TransportName(l.spec.transport));
+  if (const auto* to = std::get_if<LinkServer>(&call.server)) r.request_bytes = to->bytes;
+  r.reply_bytes = reply_bytes;
+  r.code = code;
+  r.submit_ns = t.submit_ns;
+  r.pickup_ns = t.pickup_ns;
+  r.posted_ns = t.posted_ns;
+  r.reply_ns = SteadyNs(replied);
+  r.completed_ns = SteadyNs(Clock::now());
+  if ((h.reason & link_wire::kTraceBit) != 0) {
+    r.remote_timed = true;
+    r.remote_ns = h.timeout_us;
+    r.remote_app_ns = h.target;
+  }
+  traces_.Add(std::move(r));
+}
+
+std::vector<TraceRecord> Engine::TraceNow(uint64_t session, size_t max, bool clear) {
+  std::vector<TraceRecord> out = traces_.Snapshot(session, max);
+  if (clear) traces_.Clear();
+  return out;
 }
 
 }  // namespace mcdma::daemon

@@ -118,7 +118,7 @@ void Engine::DropLink(uint64_t link_id, Code code, const std::string& why) {
       (void)AnswerCaller(*call, code, AsBytes(msg));
   }
   transfers_.LinkGone(link_id, code, msg);
-  for (auto& echo : links_.TakeEchoesOn(link_id)) echo.done(Status(code, msg));
+  for (auto& echo : links_.TakeEchoesOn(link_id)) echo.done(Status(code, msg), {});
   CancelRoutedLookup(link_id);
   l.reset();  // closes the connection
   if (on_link_down_) on_link_down_(link_id, why);
@@ -166,6 +166,7 @@ bool Engine::PostFragments(EngineLink& l, Rail& r, EngineLink::Outgoing& m) {
       return false;
     }
     r.free_send.pop_back();
+    link_active_at_ = Clock::now();
     l.ack_sent = std::max(l.ack_sent, l.delivered);
     l.bytes_since_ack = 0;
     m.started = true;
@@ -223,6 +224,10 @@ bool Engine::PumpBacklog(EngineLink& l) {
     did |= m.sent != before || done;
     if (!done) break;
     l.backlog_bytes -= m.payload.size();
+    if (m.trace_call != 0) {
+      NoteTracePosted(m.trace_call);
+      m.trace_call = 0;
+    }
     if (sequenced) {
       l.unacked_bytes += m.payload.size();
       m.sent = 0;
@@ -236,7 +241,7 @@ bool Engine::PumpBacklog(EngineLink& l) {
 }
 
 void Engine::SendReply(uint64_t link_id, uint64_t id, Code code, std::span<const std::byte> payload,
-                       Reason reason) {
+                       Reason reason, std::optional<std::pair<uint64_t, uint64_t>> timed) {
   EngineLink* l = FindLink(link_id);
   if (l == nullptr) return;
   link_wire::Header h;
@@ -244,6 +249,11 @@ void Engine::SendReply(uint64_t link_id, uint64_t id, Code code, std::span<const
   h.id = id;
   h.status = static_cast<uint16_t>(code);
   h.reason = static_cast<uint32_t>(reason);
+  if (timed) {
+    h.reason |= link_wire::kTraceBit;
+    h.timeout_us = static_cast<uint32_t>(std::min<uint64_t>(timed->first, UINT32_MAX));
+    h.target = timed->second;
+  }
   SendMessage(*l, h, payload);
 }
 
@@ -288,7 +298,7 @@ bool Engine::ProgressLinks() {
 bool Engine::ProgressRail(EngineLink& l, Rail& r) {
   driver::WorkCompletion wcs[kLinkPollBatch];
   size_t n = r.conn->Poll(wcs);
-  if (n > 0) r.last_progress = Clock::now();
+  if (n > 0) r.last_progress = link_active_at_ = Clock::now();
   for (size_t i = 0; i < n && !l.failed && !r.failed; ++i) {
     const driver::WorkCompletion& wc = wcs[i];
     if (wc.op == driver::WorkOp::kRead || wc.op == driver::WorkOp::kWrite) {
@@ -418,7 +428,8 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
       break;
     }
     case link_wire::MsgType::kEchoReply: {
-      if (auto echo = links_.TakeEcho(h.id)) echo->done(std::string(AsText(payload)));
+      if (auto echo = links_.TakeEcho(h.id))
+        echo->done(std::string(AsText(payload)), Clock::now() - echo->sent);
       break;
     }
     case link_wire::MsgType::kRouted:
@@ -455,9 +466,9 @@ void Engine::Dispatch(EngineLink& l, const link_wire::Header& h,
 
 // ---- Echo (mcdmactl link test) ---------------------------------------------
 
-Result<uint64_t> Engine::StartEcho(const std::string& peer, std::string payload,
-                                   std::function<void(Result<std::string>)> done,
-                                   LinkSnapshot* used) {
+Result<uint64_t> Engine::StartEcho(
+    const std::string& peer, std::string payload,
+    std::function<void(Result<std::string>, std::chrono::nanoseconds)> done, LinkSnapshot* used) {
   EngineLink* l = LinkTo(peer);
   if (l == nullptr) return Status(Code::kLinkDown, "no link to '" + peer + "' is up");
   if (payload.size() > link_wire::kMaxMessageBytes)
@@ -466,8 +477,9 @@ Result<uint64_t> Engine::StartEcho(const std::string& peer, std::string payload,
   link_wire::Header h;
   h.type = link_wire::MsgType::kEcho;
   h.id = seq;
+  const Clock::time_point sent = Clock::now();
   SendMessage(*l, h, AsBytes(payload));
-  links_.AddEcho(seq, LinkTable::EchoWaiter{l->id, std::move(payload), std::move(done)});
+  links_.AddEcho(seq, LinkTable::EchoWaiter{l->id, std::move(payload), std::move(done), sent});
   if (used != nullptr) {
     used->transport = l->spec.transport;
     used->generation = l->spec.generation;

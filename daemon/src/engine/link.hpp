@@ -263,6 +263,8 @@ struct EngineLink {
     // Routed links: when it last went out, and whether it went before.
     Clock::time_point sent_at{};
     bool sent_again = false;
+    // A traced call's id (CallTrace::posted_ns is set once it is posted).
+    uint64_t trace_call = 0;
   };
   std::deque<Outgoing> backlog;
   uint64_t backlog_bytes = 0;

@@ -27,7 +27,10 @@ class LinkTable {
   struct EchoWaiter {
     uint64_t link = 0;
     std::string payload;
-    std::function<void(Result<std::string>)> done;
+    // The echoed bytes (or why none came) and the round trip as the engine
+    // saw it, from handing the echo to the link to dispatching its answer.
+    std::function<void(Result<std::string>, std::chrono::nanoseconds)> done;
+    Clock::time_point sent = Clock::now();
   };
 
   // Takes over a link (its id set by the caller) and binds its counters.

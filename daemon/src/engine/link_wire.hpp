@@ -70,6 +70,13 @@ enum class MsgType : uint8_t {
   kMaxType = 17,
 };
 
+// Traced calls (docs/protocol.md, "Traced calls"): a kCall whose `reason`
+// has this bit asks the peer to time its part; a kReply with it set carries
+// those times, `timeout_us` = ns from the call received whole to the reply
+// posted (at most 2^32 - 1), `target` = ns of that the serving app had the
+// call. Bit 31 is no Reason's: reasons are small numbers.
+inline constexpr uint32_t kTraceBit = 1u << 31;
+
 // Little-endian on the wire, whatever the host's order.
 struct Header {
   uint32_t magic = kMagic;

@@ -408,11 +408,16 @@ Result<v1::LinkTestReply> LinkManager::Test(const std::string& peer, uint32_t by
     RAND_bytes(reinterpret_cast<unsigned char*>(payload.data()), static_cast<int>(payload.size()));
     auto done = std::make_shared<std::promise<Result<std::string>>>();
     auto fut = done->get_future();
+    auto rtt = std::make_shared<std::chrono::nanoseconds>(0);
     LinkSnapshot used;
-    auto start = std::chrono::steady_clock::now();
     auto seq = engine_.Run([&] {
       return engine_.StartEcho(
-          peer, payload, [done](Result<std::string> r) { done->set_value(std::move(r)); }, &used);
+          peer, payload,
+          [done, rtt](Result<std::string> r, std::chrono::nanoseconds took) {
+            *rtt = took;  // before set_value: the waiter reads it after get()
+            done->set_value(std::move(r));
+          },
+          &used);
     });
     if (!seq) return Status(Code::kUnavailable, "the daemon is stopping");
     MCDMA_RETURN_IF_ERROR(seq->status());
@@ -425,7 +430,6 @@ Result<v1::LinkTestReply> LinkManager::Test(const std::string& peer, uint32_t by
                                         std::to_string(rpc_timeout_.count()) + " ms");
     }
     auto echoed = fut.get();
-    auto end = std::chrono::steady_clock::now();
     MCDMA_RETURN_IF_ERROR(echoed.status());
     if (*echoed != payload) {
       size_t at = 0;
@@ -436,7 +440,7 @@ Result<v1::LinkTestReply> LinkManager::Test(const std::string& peer, uint32_t by
     }
     rep.set_transport(std::string(TransportName(used.transport)));
     rep.set_generation(used.generation);
-    rep.add_rtt_us(std::chrono::duration<double, std::micro>(end - start).count());
+    rep.add_rtt_us(std::chrono::duration<double, std::micro>(*rtt).count());
   }
   return rep;
 }

@@ -170,6 +170,17 @@ void LinkManager::CompleteIncoming(Entry* e, driver::Endpoint& endpoint,
   auto conn = endpoint.Connect(attempt.remote);
   Status st = conn.status();
   if (st.ok()) st = InstallIncoming(e, attempt, conn.value());
+  if (st.ok()) {
+    // This host did not dial, so it asks the peer things (an app's first
+    // lookup of a service there) over a channel of its own to the peer's
+    // callback address. Authenticated now, the apps' first requests do not
+    // pay for a connect and an exchange under their own deadlines.
+    if (auto ch = ChannelFor(attempt.host); ch.ok()) {
+      if (Status warm = (*ch)->Warm(rpc_timeout_); !warm.ok())
+        spdlog::get("peer")->debug("channel back to '{}' not ready yet: {}", attempt.host,
+                                   warm.ToString());
+    }
+  }
   MutexLock lock(mu_);
   if (e->removed || e->generation != attempt.generation) return;  // superseded meanwhile
   if (st.ok()) {

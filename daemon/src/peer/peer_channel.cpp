@@ -37,9 +37,12 @@ Status FromPeerGrpc(const grpc::Status& s, const std::string& peer) {
     case grpc::StatusCode::CANCELLED:
       return Status(Code::kLinkDown, "peer '" + peer + "' is unreachable: " + m);
     default:
-      return Status(Code::kInternal, "peer '" + peer + "': gRPC " +
-                                         std::to_string(static_cast<int>(s.error_code())) + ": " +
-                                         m);
+      // No mcdma details: gRPC itself failed the call (a stream torn down
+      // as UNKNOWN "Stream removed", a broken HTTP/2 frame as INTERNAL...),
+      // or a server that is not mcdma answered. Either way the path to the
+      // peer failed, which is a link's failure; never an INTERNAL of ours.
+      return Status(Code::kLinkDown, "peer '" + peer + "': the call failed in gRPC (" +
+                                         rpc::GrpcCodeName(s.error_code()) + "): " + m);
   }
 }
 

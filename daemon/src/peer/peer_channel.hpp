@@ -39,6 +39,9 @@ class PeerChannel {
   // key mismatch ..." when either side's proof fails. One exchange at a time
   // per channel (auth_mu_).
   Status Authenticate(Millis timeout) MCDMA_EXCLUDES(mu_, auth_mu_);
+  // Authenticates unless a ticket is held: a channel made ready before its
+  // first request, so that request pays for no connect and no exchange.
+  Status Warm(Millis timeout) MCDMA_EXCLUDES(mu_, auth_mu_) { return EnsureTicket("", timeout); }
 
   // Each call authenticates first if no ticket is held, and once more if the
   // peer answers UNAUTHENTICATED (it restarted, or the ticket expired).

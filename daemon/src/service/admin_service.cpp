@@ -177,4 +177,33 @@ grpc::Status AdminService::Buffers(grpc::ServerContext*, const v1::BuffersReques
   return grpc::Status::OK;
 }
 
+grpc::Status AdminService::Trace(grpc::ServerContext*, const v1::TraceRequest* req,
+                                 v1::TraceReply* out) {
+  auto snap = engine_.Run([&] {
+    uint64_t recorded = engine_.traces_recorded();
+    return std::make_pair(engine_.TraceNow(req->session(), req->max(), req->clear()), recorded);
+  });
+  if (!snap) return Stopping();
+  for (const TraceRecord& r : snap->first) {
+    auto* c = out->add_calls();
+    c->set_session(r.session);
+    c->set_peer(r.peer);
+    c->set_transport(r.transport);
+    c->set_request_bytes(r.request_bytes);
+    c->set_reply_bytes(r.reply_bytes);
+    c->set_code(std::string(CodeName(r.code)));
+    c->set_submit_ns(r.submit_ns);
+    c->set_pickup_ns(r.pickup_ns);
+    c->set_posted_ns(r.posted_ns);
+    c->set_reply_ns(r.reply_ns);
+    c->set_completed_ns(r.completed_ns);
+    c->set_remote_timed(r.remote_timed);
+    c->set_remote_ns(r.remote_ns);
+    c->set_remote_app_ns(r.remote_app_ns);
+  }
+  out->set_recorded(snap->second);
+  out->set_capacity(static_cast<uint32_t>(TraceLog::kCapacity));
+  return grpc::Status::OK;
+}
+
 }  // namespace mcdma::daemon

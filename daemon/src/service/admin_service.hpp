@@ -47,6 +47,9 @@ class AdminService final : public v1::Admin::Service {
                         v1::LinkTestReply* rep) override;
   grpc::Status Fabric(grpc::ServerContext*, const v1::FabricRequest*,
                       v1::FabricReply* rep) override;
+  // admin_service.cpp
+  grpc::Status Trace(grpc::ServerContext*, const v1::TraceRequest* req,
+                     v1::TraceReply* rep) override;
 
  private:
   Engine& engine_;
