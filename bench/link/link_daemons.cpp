@@ -142,12 +142,15 @@ Result<std::string> DaemonPair::Trace(const LinkPlan& plan, size_t bytes, int co
   if (access(plan.mcdmactl_path.c_str(), X_OK) != 0)
     return Status(Code::kNotFound, "no mcdmactl at " + plan.mcdmactl_path);
   const int limit_s = plan.run_limit_ms / 1000 + 10;
+  // Its stdout is a pipe: the ready line is read from it.
+  harness::SpawnOptions spawn = harness::LoggedSpawn("trace-responder", log);
+  spawn.pipe_stdout = true;
   MCDMA_ASSIGN_OR_RETURN(
       std::unique_ptr<harness::Child> responder,
       harness::Child::Spawn(
           {plan.mcdmactl_path, "--socket", b_.socket, "bench", "--serve", "--serve-seconds",
            std::to_string(limit_s), "--buffer", "4K", "--allow", a_.id},
-          harness::LoggedSpawn("trace-responder", log)));
+          spawn));
   if (!responder->WaitForPrefix("mcdma bench responder", Millis(30000))) {
     return Status(Code::kInternal, "mcdmactl bench --serve on " + b_.id +
                                        " did not say it was ready: " + responder->Describe());

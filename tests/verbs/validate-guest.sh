@@ -67,7 +67,7 @@ done
 
 rc=0
 "$ctl" --socket "$tmp/a.sock" --timeout 60000 validate host-b --config "$tmp/a.toml" \
-  --samples 200 --warmup 20 --bw-total 16M --perftest-limit 300 --out "$tmp/out" \
+  --samples 200 --warmup 20 --bw-total 16M --perftest-limit 90 --out "$tmp/out" \
   > "$tmp/validate.log" 2>&1 || rc=$?
 cat "$tmp/validate.log"
 [ "$rc" = 0 ] || fail "mcdmactl validate exited $rc"

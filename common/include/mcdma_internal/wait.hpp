@@ -87,26 +87,29 @@ class Backoff {
 
 // How long a waiter should spin before it sleeps: its budget, or, where
 // its recent waits were short, about twice as long as they took (at most
-// kMaxAdaptiveSpin). A wait that usually ends within a few hundred
-// microseconds (a call's reply, a ping-pong's next request) costs less
-// spun through than slept through: waking a sleeper costs ~30 us on these
-// CPUs and far more under emulation. Waits that are longer get the plain
+// kMaxAdaptiveSpin: waits of 2.5 ms on average or less). A wait that
+// usually ends soon (a call's reply, a ping-pong's next request) costs
+// less spun through than slept through: waking a sleeper costs ~30 us on
+// these CPUs, and under emulation a wake-up and the round trip itself
+// both take a hundred times longer. Waits that are longer get the plain
 // budget, so an idle or slow peer costs no CPU. Any thread.
-inline constexpr std::chrono::microseconds kMaxAdaptiveSpin{1000};
+inline constexpr std::chrono::microseconds kMaxAdaptiveSpin{5000};
 class WaitEstimate {
  public:
   // A wait that took `took`: folded into a moving average (1/8 weight).
-  // Counted as at most 2 x kMaxAdaptiveSpin, so one long idle spell is
-  // forgotten after a few short waits.
+  // Counted as at most kObserveCap, so one long idle spell is forgotten
+  // after a few short waits.
+  static constexpr std::chrono::milliseconds kObserveCap{40};
   void Observe(std::chrono::nanoseconds took) {
-    constexpr int64_t kCap = std::chrono::nanoseconds(2 * kMaxAdaptiveSpin).count();
+    constexpr int64_t kCap = std::chrono::nanoseconds(kObserveCap).count();
     int64_t ns = std::clamp<int64_t>(took.count(), 0, kCap);
     int64_t cur = avg_ns_.load(std::memory_order_relaxed);
     avg_ns_.store(cur == 0 ? ns : cur + (ns - cur) / 8, std::memory_order_relaxed);
   }
-  std::chrono::microseconds Budget(std::chrono::microseconds base) const {
+  std::chrono::microseconds Budget(std::chrono::microseconds base,
+                                   std::chrono::microseconds most = kMaxAdaptiveSpin) const {
     auto avg = std::chrono::nanoseconds(avg_ns_.load(std::memory_order_relaxed));
-    if (avg.count() == 0 || avg > kMaxAdaptiveSpin / 2) return base;
+    if (avg.count() == 0 || avg > most / 2) return base;
     return std::max(base, std::chrono::duration_cast<std::chrono::microseconds>(2 * avg));
   }
 

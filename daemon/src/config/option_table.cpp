@@ -45,6 +45,10 @@ const std::array kTable = {
                "after link traffic, keep polling (yielding) this long before sleeping, "
                "microseconds",
                Range(0, 1'000'000)},
+    OptionSpec{"engine.link_poll_max_us", "--link-poll-max-us", &Options::link_poll_max_us,
+               "poll up to twice the interval between incoming messages where that is at most "
+               "half of this, microseconds",
+               Range(0, 10'000'000)},
     OptionSpec{"engine.transfer_chunk_bytes", "--transfer-chunk-bytes",
                &Options::transfer_chunk_bytes, "largest piece a bulk transfer is posted in",
                Range(4096, int64_t{1} << 30)},

@@ -90,6 +90,10 @@ struct Options {
   // request is picked up without an interrupt and two thread wake-ups. 0:
   // spin_budget_us only. 1000 us.
   uint32_t link_poll_us = 1000;
+  // ... and up to twice the average interval between incoming messages,
+  // where that average is at most half of this: a ping-pong's next message
+  // is picked up by polling whatever the round trip takes. 20000 us.
+  uint32_t link_poll_max_us = 20000;
   // Mailbox defaults for sessions that ask for 0; also the maxima.
   uint32_t submission_entries = 1024;
   uint32_t completion_entries = 1024;

@@ -74,6 +74,7 @@
 #include "engine/transfer_table.hpp"
 #include "engine/user_table.hpp"
 #include "mcdma_internal/thread_annotations.hpp"
+#include "mcdma_internal/wait.hpp"
 
 namespace mcdma::daemon {
 
@@ -286,6 +287,19 @@ class Engine {
       std::function<void(Result<std::string>, std::chrono::nanoseconds)> done,
       LinkSnapshot* used = nullptr);
   void CancelEcho(uint64_t seq);
+  // `count` echoes of `bytes` random bytes to `peer`, each sent as soon as
+  // the one before came back (mcdmactl link test: the two daemons' data
+  // path with nothing between the round trips), each answer compared byte
+  // for byte. `done` runs on the engine thread once: the round trips, or
+  // the first error (LINK_DOWN, INTERNAL "echo mismatch ..."). CancelEchoes
+  // with the returned id stops a series (its `done` then never runs).
+  struct EchoSeries {
+    std::vector<std::chrono::nanoseconds> rtt;
+    LinkSnapshot used;
+  };
+  Result<uint64_t> StartEchoes(const std::string& peer, uint32_t bytes, uint32_t count,
+                               std::function<void(Result<EchoSeries>)> done);
+  void CancelEchoes(uint64_t series);
   // Peer plane, callee side: an app's export / service for `peer_host`,
   // registered with the device of `transport` ("tcp" or "verbs").
   Result<PeerGrant> ResolveForPeer(const std::string& peer_host, const std::string& name,
@@ -320,8 +334,23 @@ class Engine {
   bool ArmLinks();
   // Whether link traffic was seen within Options::link_poll_us: the engine
   // then keeps polling rather than sleeping.
-  bool LinkHot(Clock::time_point now) const {
-    return now - link_active_at_ < std::chrono::microseconds(options_.link_poll_us);
+  bool LinkHot(Clock::time_point now) const { return now - link_active_at_ < LinkPollWindow(); }
+  // link_poll_us, or longer where messages have come in at short intervals
+  // (a ping-pong: the next one is due within about one interval):
+  // twice their average interval when that is at most half of
+  // link_poll_max_us.
+  Clock::duration LinkPollWindow() const {
+    const auto floor = std::chrono::microseconds(options_.link_poll_us);
+    if (options_.link_poll_us == 0) return floor;
+    return std::max<Clock::duration>(
+        floor, message_gap_.Budget(std::chrono::microseconds(0),
+                                   std::chrono::microseconds(options_.link_poll_max_us)));
+  }
+  // A message came in over a link (not a one-sided completion).
+  void NoteMessageIn(Clock::time_point now) {
+    if (last_message_in_ != Clock::time_point{}) message_gap_.Observe(now - last_message_in_);
+    last_message_in_ = now;
+    link_active_at_ = now;
   }
 
   // engine_submit.cpp: one submission ring batch and each opcode.
@@ -519,8 +548,15 @@ class Engine {
   LocalVerbsInfo verbs_info_;
   LinkTable links_;
   std::atomic<bool> link_pending_{false};  // set by the link transport's thread
-  // The last post on a link or completion reaped from one (LinkHot).
+  // The last message posted on a link or message completion reaped from
+  // one (LinkHot); one-sided transfers' completions do not count.
   Clock::time_point link_active_at_{};
+  // Intervals between messages coming in over links (LinkPollWindow).
+  wait::WaitEstimate message_gap_;
+  Clock::time_point last_message_in_{};
+  // Echo series in progress (StartEchoes), by id.
+  struct EchoRun;
+  std::map<uint64_t, std::shared_ptr<EchoRun>> echo_runs_;
   std::function<void(uint64_t, const std::string&)> on_link_down_;
   std::function<void(uint64_t, uint32_t, const std::string&, bool)> on_rail_down_;
   std::unordered_map<uint64_t, PeerService> peer_services_;  // by local service id

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "engine/engine.hpp"
 #include "engine/route_wire.hpp"
@@ -298,12 +299,22 @@ bool Engine::ProgressLinks() {
 bool Engine::ProgressRail(EngineLink& l, Rail& r) {
   driver::WorkCompletion wcs[kLinkPollBatch];
   size_t n = r.conn->Poll(wcs);
-  if (n > 0) r.last_progress = link_active_at_ = Clock::now();
+  if (n > 0) r.last_progress = Clock::now();
   for (size_t i = 0; i < n && !l.failed && !r.failed; ++i) {
     const driver::WorkCompletion& wc = wcs[i];
     if (wc.op == driver::WorkOp::kRead || wc.op == driver::WorkOp::kWrite) {
+      // Bulk completes at its own pace: waiting for it by interrupt costs
+      // nothing that matters, and polling through it would take the CPU
+      // from a transport whose work the kernel does (Soft-RoCE, tcp).
       OnTransferCompletion(wc, &l, &r);
-    } else if (wc.code != Code::kOk) {
+      continue;
+    }
+    if (wc.op == driver::WorkOp::kRecv) {
+      NoteMessageIn(r.last_progress);
+    } else {
+      link_active_at_ = r.last_progress;
+    }
+    if (wc.code != Code::kOk) {
       // Whatever the transport saw, the rail is unusable; the link lives on
       // while another rail is up.
       r.Fail(Code::kLinkDown, LinkFailureText(wc.code, wc.detail));
@@ -488,5 +499,78 @@ Result<uint64_t> Engine::StartEcho(
 }
 
 void Engine::CancelEcho(uint64_t seq) { (void)links_.TakeEcho(seq); }
+
+struct Engine::EchoRun {
+  uint64_t id = 0;
+  std::string peer;
+  uint32_t left = 0;
+  uint64_t current = 0;  // the echo in flight
+  std::mt19937_64 rng;
+  std::string payload;
+  EchoSeries series;
+  std::function<void(Result<EchoSeries>)> done;
+  // Sends the next echo. Holds the run weakly: the run is owned by
+  // echo_runs_ and by the callback of the echo in flight, nothing else.
+  std::function<Status()> next;
+};
+
+Result<uint64_t> Engine::StartEchoes(const std::string& peer, uint32_t bytes, uint32_t count,
+                                     std::function<void(Result<EchoSeries>)> done) {
+  if (count == 0) return Status(Code::kInvalid, "an echo series of no round trips");
+  auto run = std::make_shared<EchoRun>();
+  run->id = next_id_++;
+  run->peer = peer;
+  run->left = count;
+  run->rng.seed(run->id * 0x9e3779b97f4a7c15ull);
+  run->payload.resize(bytes);
+  run->done = std::move(done);
+  // Each round trip's answer starts the next, on the engine thread.
+  run->next = [this, weak = std::weak_ptr<EchoRun>(run)]() -> Status {
+    std::shared_ptr<EchoRun> run = weak.lock();
+    if (!run) return Status(Code::kInternal, "echo series gone");
+    for (char& c : run->payload) c = static_cast<char>(run->rng());
+    auto seq = StartEcho(
+        run->peer, run->payload,
+        [this, run](Result<std::string> r, std::chrono::nanoseconds took) {
+          if (echo_runs_.erase(run->id) == 0) return;  // cancelled
+          auto finish = [&](Result<EchoSeries> out) {
+            auto done = std::move(run->done);
+            done(std::move(out));
+          };
+          if (!r.ok()) return finish(r.status());
+          if (*r != run->payload) {
+            size_t at = 0;
+            while (at < r->size() && at < run->payload.size() && (*r)[at] == run->payload[at]) ++at;
+            return finish(Status(Code::kInternal, "echo mismatch from '" + run->peer +
+                                                      "' at byte " + std::to_string(at) + " of " +
+                                                      std::to_string(run->payload.size())));
+          }
+          run->series.rtt.push_back(took);
+          if (--run->left == 0) return finish(std::move(run->series));
+          echo_runs_.emplace(run->id, run);
+          if (Status st = run->next(); !st.ok()) {
+            echo_runs_.erase(run->id);
+            finish(st);
+          }
+        },
+        &run->series.used);
+    if (!seq.ok()) return seq.status();
+    run->current = *seq;
+    return Status::Ok();
+  };
+  echo_runs_.emplace(run->id, run);
+  if (Status st = run->next(); !st.ok()) {
+    echo_runs_.erase(run->id);
+    return st;
+  }
+  return run->id;
+}
+
+void Engine::CancelEchoes(uint64_t series) {
+  auto it = echo_runs_.find(series);
+  if (it == echo_runs_.end()) return;
+  CancelEcho(it->second->current);
+  echo_runs_.erase(it);
+}
 
 }  // namespace mcdma::daemon

@@ -1,6 +1,5 @@
 // LinkManager: what apps and mcdmactl ask of links — lookups and
 // resolutions on a peer, runtime links, the links table, the echo test.
-#include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -402,46 +401,31 @@ Result<v1::LinkTestReply> LinkManager::Test(const std::string& peer, uint32_t by
   if (bytes > (64u << 20) || count > 100000)
     return Status(Code::kInvalid, "link test: at most 64 MiB per round trip and 100000 rounds");
   MCDMA_RETURN_IF_ERROR(RequireUp(peer));
-  v1::LinkTestReply rep;
-  std::string payload(bytes, '\0');
-  for (uint32_t i = 0; i < count; ++i) {
-    RAND_bytes(reinterpret_cast<unsigned char*>(payload.data()), static_cast<int>(payload.size()));
-    auto done = std::make_shared<std::promise<Result<std::string>>>();
-    auto fut = done->get_future();
-    auto rtt = std::make_shared<std::chrono::nanoseconds>(0);
-    LinkSnapshot used;
-    auto seq = engine_.Run([&] {
-      return engine_.StartEcho(
-          peer, payload,
-          [done, rtt](Result<std::string> r, std::chrono::nanoseconds took) {
-            *rtt = took;  // before set_value: the waiter reads it after get()
-            done->set_value(std::move(r));
-          },
-          &used);
+  auto done = std::make_shared<std::promise<Result<Engine::EchoSeries>>>();
+  auto fut = done->get_future();
+  auto id = engine_.Run([&] {
+    return engine_.StartEchoes(peer, bytes, count, [done](Result<Engine::EchoSeries> r) {
+      done->set_value(std::move(r));
     });
-    if (!seq) return Status(Code::kUnavailable, "the daemon is stopping");
-    MCDMA_RETURN_IF_ERROR(seq->status());
-    if (fut.wait_for(rpc_timeout_) != std::future_status::ready) {
-      (void)engine_.Run([&] {
-        engine_.CancelEcho(seq->value());
-        return 0;
-      });
-      return Status(Code::kTimeout, "no echo from '" + peer + "' within " +
-                                        std::to_string(rpc_timeout_.count()) + " ms");
-    }
-    auto echoed = fut.get();
-    MCDMA_RETURN_IF_ERROR(echoed.status());
-    if (*echoed != payload) {
-      size_t at = 0;
-      while (at < payload.size() && at < echoed->size() && (*echoed)[at] == payload[at]) ++at;
-      return Status(Code::kInternal, "echo mismatch from '" + peer + "' at byte " +
-                                         std::to_string(at) + " of " +
-                                         std::to_string(payload.size()));
-    }
-    rep.set_transport(std::string(TransportName(used.transport)));
-    rep.set_generation(used.generation);
-    rep.add_rtt_us(std::chrono::duration<double, std::micro>(*rtt).count());
+  });
+  if (!id) return Status(Code::kUnavailable, "the daemon is stopping");
+  MCDMA_RETURN_IF_ERROR(id->status());
+  // Each round trip may take up to the link's timeout.
+  const auto limit = rpc_timeout_ * count;
+  if (fut.wait_for(limit) != std::future_status::ready) {
+    (void)engine_.Run([&] {
+      engine_.CancelEchoes(id->value());
+      return 0;
+    });
+    return Status(Code::kTimeout, "no echo series from '" + peer + "' within " +
+                                      std::to_string(rpc_timeout_.count()) + " ms a round trip");
   }
+  MCDMA_ASSIGN_OR_RETURN(Engine::EchoSeries series, fut.get());
+  v1::LinkTestReply rep;
+  rep.set_transport(std::string(TransportName(series.used.transport)));
+  rep.set_generation(series.used.generation);
+  for (auto rtt : series.rtt)
+    rep.add_rtt_us(std::chrono::duration<double, std::micro>(rtt).count());
   return rep;
 }
 
