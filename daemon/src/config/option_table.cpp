@@ -45,6 +45,9 @@ const std::array kTable = {
                "after link traffic, keep polling (yielding) this long before sleeping, "
                "microseconds",
                Range(0, 1'000'000)},
+    OptionSpec{"engine.poll_software_rdma", "--poll-software-rdma", &Options::poll_software_rdma,
+               "1: poll links' completions over software RDMA (Soft-RoCE, siw) too; 0: not",
+               Range(0, 1)},
     OptionSpec{"engine.link_poll_max_us", "--link-poll-max-us", &Options::link_poll_max_us,
                "poll up to twice the interval between incoming messages where that is at most "
                "half of this, microseconds",

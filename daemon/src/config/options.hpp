@@ -94,6 +94,12 @@ struct Options {
   // where that average is at most half of this: a ping-pong's next message
   // is picked up by polling whatever the round trip takes. 20000 us.
   uint32_t link_poll_max_us = 20000;
+  // 1: poll that way over software RDMA devices too (Soft-RoCE, siw).
+  // Their work runs on this host's CPUs, in the kernel, and an engine that
+  // polls takes those CPUs from it: on a small host it slows the link down
+  // (the RC retry counter ran out under load on 2 vCPUs). 0 (default): over
+  // them the engine sleeps until a completion rings it.
+  uint32_t poll_software_rdma = 0;
   // Mailbox defaults for sessions that ask for 0; also the maxima.
   uint32_t submission_entries = 1024;
   uint32_t completion_entries = 1024;

@@ -167,7 +167,7 @@ bool Engine::PostFragments(EngineLink& l, Rail& r, EngineLink::Outgoing& m) {
       return false;
     }
     r.free_send.pop_back();
-    link_active_at_ = Clock::now();
+    if (PollsRail(r)) link_active_at_ = Clock::now();
     l.ack_sent = std::max(l.ack_sent, l.delivered);
     l.bytes_since_ack = 0;
     m.started = true;
@@ -309,10 +309,12 @@ bool Engine::ProgressRail(EngineLink& l, Rail& r) {
       OnTransferCompletion(wc, &l, &r);
       continue;
     }
-    if (wc.op == driver::WorkOp::kRecv) {
-      NoteMessageIn(r.last_progress);
-    } else {
-      link_active_at_ = r.last_progress;
+    if (PollsRail(r)) {
+      if (wc.op == driver::WorkOp::kRecv) {
+        NoteMessageIn(r.last_progress);
+      } else {
+        link_active_at_ = r.last_progress;
+      }
     }
     if (wc.code != Code::kOk) {
       // Whatever the transport saw, the rail is unusable; the link lives on
