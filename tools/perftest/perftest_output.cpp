@@ -91,9 +91,12 @@ Result<std::string> RoceV2Ipv4Address(const std::string& device, int gid_index, 
     return Status(Code::kNotFound, device + " GID " + std::to_string(gid_index) +
                                        " is not IPv4-mapped ('" + gid + "' in " + path + ")");
   }
-  unsigned hi = 0;
-  unsigned lo = 0;
-  if (std::sscanf(gid.c_str() + prefix.size(), "%4x:%4x", &hi, &lo) != 2) {
+  const char* hex = gid.c_str() + prefix.size();  // "0a00:0102"
+  char* end = nullptr;
+  const unsigned long hi = std::strtoul(hex, &end, 16);
+  const bool hi_ok = end == hex + 4 && *end == ':';
+  const unsigned long lo = hi_ok ? std::strtoul(end + 1, &end, 16) : 0;
+  if (!hi_ok || *end != '\0' || hi > 0xffff || lo > 0xffff) {
     return Status(Code::kNotFound, "cannot read GID '" + gid + "' in " + path);
   }
   return std::to_string(hi >> 8) + "." + std::to_string(hi & 0xff) + "." + std::to_string(lo >> 8) +

@@ -297,6 +297,7 @@ void Engine::OnReply(EngineLink& l, const link_wire::Header& h,
 
 void Engine::RecordTrace(const EngineLink& l, const link_wire::Header& h, const PendingCall& call,
                          Code code, uint64_t reply_bytes, Clock::time_point replied) {
+  if (!call.trace) return;
   const CallTrace& t = *call.trace;
   TraceRecord r;
   r.session = std::get<SessionCaller>(call.caller).session;

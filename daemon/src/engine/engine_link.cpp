@@ -507,7 +507,7 @@ struct Engine::EchoRun {
   std::string peer;
   uint32_t left = 0;
   uint64_t current = 0;  // the echo in flight
-  std::mt19937_64 rng;
+  std::mt19937_64 rng{std::random_device{}()};
   std::string payload;
   EchoSeries series;
   std::function<void(Result<EchoSeries>)> done;
@@ -523,7 +523,6 @@ Result<uint64_t> Engine::StartEchoes(const std::string& peer, uint32_t bytes, ui
   run->id = next_id_++;
   run->peer = peer;
   run->left = count;
-  run->rng.seed(run->id * 0x9e3779b97f4a7c15ull);
   run->payload.resize(bytes);
   run->done = std::move(done);
   // Each round trip's answer starts the next, on the engine thread.

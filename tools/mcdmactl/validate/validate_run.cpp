@@ -153,7 +153,7 @@ class Runner {
   }
 
   void ByteChecks() {
-    std::mt19937_64 rng(42);
+    std::mt19937_64 rng(std::random_device{}());
     // Calls this way, of a few sizes.
     std::string failure;
     int calls = 0;

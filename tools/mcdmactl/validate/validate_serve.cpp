@@ -59,9 +59,12 @@ std::string StartPerftest(const std::string& request, const std::string& log_dir
   if (!pid.ok()) return "error: " + pid.status().message();
   auto deadline = std::chrono::steady_clock::now() + kListenWait;
   while (!perftest::Listening(*port)) {
-    if (std::chrono::steady_clock::now() >= deadline)
-      return "error: " + tool + " on " + device + " did not listen on port " +
-             std::to_string(*port) + " within 30 s (see " + log + " on the responder)";
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::string why = "error: ";
+      why.append(tool).append(" on ").append(device).append(" did not listen on port ");
+      why.append(std::to_string(*port)).append(" within 30 s (see ").append(log);
+      return why.append(" on the responder)");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return "ok " + std::to_string(*port) + " " + std::to_string(*gid) + " " + *address;

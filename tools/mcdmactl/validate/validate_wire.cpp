@@ -24,8 +24,11 @@ std::string CheckPerftestArgs(const std::vector<std::string>& args) {
       char* end = nullptr;
       unsigned long long n = std::strtoull(v.c_str(), &end, 10);
       const unsigned long long most = a == "-s" ? (64ull << 20) : a == "-n" ? 1000000ull : 1024ull;
-      if (v.empty() || *end != '\0' || n == 0 || n > most)
-        return "'" + a + " " + v + "' is not a number in 1.." + std::to_string(most);
+      if (v.empty() || *end != '\0' || n == 0 || n > most) {
+        std::string why = "'";
+        why.append(a).append(" ").append(v).append("' is not a number in 1..");
+        return why.append(std::to_string(most));
+      }
       continue;
     }
     return "perftest argument '" + a + "' is not one a responder passes on";
