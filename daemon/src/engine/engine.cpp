@@ -225,6 +225,7 @@ void Engine::ExpireDeadlines(Clock::time_point now) {
 
 void Engine::Sweep(Clock::time_point now) {
   last_sweep_ = now;
+  ExpireEchoes(now);
   for (const std::string& name : registry_.ExpiredExports(now)) {
     spdlog::get("engine")->info("export '{}' expired (TTL)", name);
     RemoveExport(name, Code::kRevoked);

@@ -291,7 +291,8 @@ class Engine {
   // the one before came back (mcdmactl link test: the two daemons' data
   // path with nothing between the round trips), each answer compared byte
   // for byte. `done` runs on the engine thread once: the round trips, or
-  // the first error (LINK_DOWN, INTERNAL "echo mismatch ..."). CancelEchoes
+  // the first error (LINK_DOWN, INTERNAL "echo mismatch ...", TIMEOUT when
+  // one round trip takes longer than link_timeout_ms). CancelEchoes
   // with the returned id stops a series (its `done` then never runs).
   struct EchoSeries {
     std::vector<std::chrono::nanoseconds> rtt;
@@ -300,6 +301,9 @@ class Engine {
   Result<uint64_t> StartEchoes(const std::string& peer, uint32_t bytes, uint32_t count,
                                std::function<void(Result<EchoSeries>)> done);
   void CancelEchoes(uint64_t series);
+  // Ends with TIMEOUT each series whose echo in flight is older than
+  // link_timeout_ms (Sweep).
+  void ExpireEchoes(Clock::time_point now);
   // Peer plane, callee side: an app's export / service for `peer_host`,
   // registered with the device of `transport` ("tcp" or "verbs").
   Result<PeerGrant> ResolveForPeer(const std::string& peer_host, const std::string& name,

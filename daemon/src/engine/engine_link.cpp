@@ -507,6 +507,7 @@ struct Engine::EchoRun {
   std::string peer;
   uint32_t left = 0;
   uint64_t current = 0;  // the echo in flight
+  Clock::time_point sent_at{};
   std::mt19937_64 rng{std::random_device{}()};
   std::string payload;
   EchoSeries series;
@@ -557,6 +558,7 @@ Result<uint64_t> Engine::StartEchoes(const std::string& peer, uint32_t bytes, ui
         &run->series.used);
     if (!seq.ok()) return seq.status();
     run->current = *seq;
+    run->sent_at = Clock::now();
     return Status::Ok();
   };
   echo_runs_.emplace(run->id, run);
@@ -565,6 +567,22 @@ Result<uint64_t> Engine::StartEchoes(const std::string& peer, uint32_t bytes, ui
     return st;
   }
   return run->id;
+}
+
+void Engine::ExpireEchoes(Clock::time_point now) {
+  const auto limit = std::chrono::milliseconds(options_.link_timeout_ms);
+  for (auto it = echo_runs_.begin(); it != echo_runs_.end();) {
+    std::shared_ptr<EchoRun> run = it->second;
+    if (now - run->sent_at < limit) {
+      ++it;
+      continue;
+    }
+    CancelEcho(run->current);
+    it = echo_runs_.erase(it);
+    auto done = std::move(run->done);
+    done(Status(Code::kTimeout, "no echo from '" + run->peer + "' within " +
+                                    std::to_string(options_.link_timeout_ms) + " ms"));
+  }
 }
 
 void Engine::CancelEchoes(uint64_t series) {
