@@ -32,6 +32,7 @@
 #include "client_core.hpp"
 #include "mcdma/v1/peer.grpc.pb.h"
 #include "pattern.hpp"
+#include "rpc/rpc_status.hpp"
 #include "testapp.hpp"
 
 namespace mcdma::itest {
@@ -303,37 +304,6 @@ int RunPeerLoad(const Args& args) {
 // ---- peer-raw ----
 namespace {
 
-const char* GrpcCodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return "OK";
-    case grpc::StatusCode::CANCELLED:
-      return "CANCELLED";
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case grpc::StatusCode::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::INTERNAL:
-      return "INTERNAL";
-    default:
-      return "OTHER";
-  }
-}
-
 std::string RandomBytes(size_t n) {
   std::random_device rd;
   std::string out(n, '\0');
@@ -353,9 +323,9 @@ int RunPeerRaw(const Args& args) {
   auto stub = v1::Peer::NewStub(channel);
   std::string out;
   auto note = [&](const std::string& key, const grpc::Status& st) {
-    std::fprintf(stderr, "peer-raw: %s: %s %s\n", key.c_str(), GrpcCodeName(st.error_code()),
-                 st.error_message().c_str());
-    out += ",\"" + key + "\":\"" + GrpcCodeName(st.error_code()) + "\"";
+    std::fprintf(stderr, "peer-raw: %s: %s %s\n", key.c_str(),
+                 rpc::GrpcCodeName(st.error_code()).c_str(), st.error_message().c_str());
+    out += ",\"" + key + "\":\"" + rpc::GrpcCodeName(st.error_code()) + "\"";
   };
   // Every ticketed method, without a ticket and with a well-formed forged one.
   for (const std::string& ticket :

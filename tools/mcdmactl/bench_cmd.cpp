@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "admin_client.hpp"
+#include "app_session.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
 #include "mcdma/client.hpp"
@@ -86,18 +87,11 @@ LinkView ViewLink(AdminClient& admin, const std::string& peer) {
 
 // The bench's own app session; null (the error printed after `who`) when
 // the daemon does not take it.
-std::unique_ptr<Client> ConnectApp(const std::string& socket, int timeout_ms, const char* who,
-                                   std::ostream& err) {
+std::unique_ptr<Client> ConnectBenchApp(const std::string& socket, int timeout_ms, const char* who,
+                                        std::ostream& err) {
   ClientOptions options;
-  options.socket = socket;
   options.app_name = "mcdmactl-bench";
-  options.connect_timeout = std::chrono::milliseconds(timeout_ms);
-  auto client = Client::Connect(options);
-  if (!client.ok()) {
-    err << who << ": " << client.status().ToString() << '\n';
-    return nullptr;
-  }
-  return std::move(*client);
+  return ConnectApp(options, socket, timeout_ms, who, err);
 }
 
 int Serve(const BenchFlags& flags, const std::string& socket, int timeout_ms, std::ostream& out,
@@ -107,7 +101,8 @@ int Serve(const BenchFlags& flags, const std::string& socket, int timeout_ms, st
     err << "mcdmactl bench: --buffer '" << flags.buffer << "' is not a size (4096, 64K, 1M)\n";
     return kExitUsage;
   }
-  std::unique_ptr<Client> client = ConnectApp(socket, timeout_ms, "mcdmactl bench --serve", err);
+  std::unique_ptr<Client> client =
+      ConnectBenchApp(socket, timeout_ms, "mcdmactl bench --serve", err);
   if (!client) return kExitFailure;
   std::vector<std::string> allow = flags.allow;
   if (allow.empty()) {
@@ -244,7 +239,7 @@ int Run(const BenchFlags& flags, const std::string& socket, int timeout_ms, std:
       return kExitFailure;
     }
   }
-  std::unique_ptr<Client> client = ConnectApp(socket, timeout_ms, "mcdmactl bench", err);
+  std::unique_ptr<Client> client = ConnectBenchApp(socket, timeout_ms, "mcdmactl bench", err);
   if (!client) return kExitFailure;
   AdminClient admin(socket, std::chrono::milliseconds(timeout_ms));
   Target t{client.get(), {}, {}, flags.peer + "/" + kBenchService};

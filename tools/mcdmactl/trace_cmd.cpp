@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "admin_client.hpp"
+#include "app_session.hpp"
 #include "bench_cmd.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
@@ -48,20 +49,15 @@ int RunTrace(const TraceFlags& flags, const std::string& socket, int timeout_ms,
     }
   }
   ClientOptions options;
-  options.socket = socket;
   options.app_name = "mcdmactl-trace";
-  options.connect_timeout = std::chrono::milliseconds(timeout_ms);
   options.trace_calls = true;
-  auto client = Client::Connect(options);
-  if (!client.ok()) {
-    err << "mcdmactl trace: " << client.status().ToString() << '\n';
-    return kExitFailure;
-  }
+  std::unique_ptr<Client> client = ConnectApp(options, socket, timeout_ms, "mcdmactl trace", err);
+  if (!client) return kExitFailure;
   const std::string service = flags.peer + "/" + flags.service;
   const std::string request(bytes, 't');
   AdminClient admin(socket, std::chrono::milliseconds(timeout_ms));
   auto call = [&](std::vector<uint64_t>* seen) -> Status {
-    auto reply = (*client)->Call(service, std::string_view(request));
+    auto reply = client->Call(service, std::string_view(request));
     if (seen != nullptr) seen->push_back(NowNs());
     if (!reply.ok()) return reply.status();
     // The bench responder echoes; another service answers what it answers.
@@ -79,7 +75,7 @@ int RunTrace(const TraceFlags& flags, const std::string& socket, int timeout_ms,
       return kExitFailure;
     }
   }
-  const uint64_t session = (*client)->info().session_id;
+  const uint64_t session = client->info().session_id;
   v1::TraceRequest clear;
   clear.set_session(session);
   clear.set_max(1);
@@ -112,7 +108,7 @@ int RunTrace(const TraceFlags& flags, const std::string& socket, int timeout_ms,
     return kExitFailure;
   }
   TraceBreakdown b = BreakDown(calls, seen);
-  b.host = (*client)->info().host_id;
+  b.host = client->info().host_id;
   b.service = flags.service;
   if (flags.json)
     RenderTraceJson(b, out);

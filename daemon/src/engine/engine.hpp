@@ -336,8 +336,8 @@ class Engine {
   // Arms every live rail's wake-up (Connection::ArmWakeup); false when one
   // already has something to poll.
   bool ArmLinks();
-  // Whether link traffic was seen within Options::link_poll_us: the engine
-  // then keeps polling rather than sleeping.
+  // Whether link messages were posted or completed within LinkPollWindow():
+  // the engine then keeps polling rather than sleeping.
   bool LinkHot(Clock::time_point now) const { return now - link_active_at_ < LinkPollWindow(); }
   // link_poll_us, or longer where messages have come in at short intervals
   // (a ping-pong: the next one is due within about one interval):

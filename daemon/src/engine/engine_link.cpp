@@ -299,7 +299,9 @@ bool Engine::ProgressLinks() {
 bool Engine::ProgressRail(EngineLink& l, Rail& r) {
   driver::WorkCompletion wcs[kLinkPollBatch];
   size_t n = r.conn->Poll(wcs);
-  if (n > 0) r.last_progress = Clock::now();
+  if (n == 0) return false;
+  r.last_progress = Clock::now();
+  const bool polls = PollsRail(r);
   for (size_t i = 0; i < n && !l.failed && !r.failed; ++i) {
     const driver::WorkCompletion& wc = wcs[i];
     if (wc.op == driver::WorkOp::kRead || wc.op == driver::WorkOp::kWrite) {
@@ -309,7 +311,7 @@ bool Engine::ProgressRail(EngineLink& l, Rail& r) {
       OnTransferCompletion(wc, &l, &r);
       continue;
     }
-    if (PollsRail(r)) {
+    if (polls) {
       if (wc.op == driver::WorkOp::kRecv) {
         NoteMessageIn(r.last_progress);
       } else {
@@ -331,7 +333,7 @@ bool Engine::ProgressRail(EngineLink& l, Rail& r) {
       if (!st.ok()) r.Fail(st.code(), "re-posting a receive: " + st.message());
     }
   }
-  return n > 0;
+  return true;
 }
 
 void Engine::OnFragment(EngineLink& l, Rail& r, uint32_t slot, uint32_t len) {

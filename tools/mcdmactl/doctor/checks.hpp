@@ -145,6 +145,8 @@ CheckResult CheckClock();
 
 // Every check for in.host_os, in the order above.
 std::vector<CheckResult> RunChecks(const DoctorInputs& in);
+// Whether the checks are for a Mac (their fixes are worded for macOS).
+inline bool HostIsMac(const DoctorInputs& in) { return in.host_os == platform::Os::kMacOS; }
 // True when no result is a fail (warn and skip are healthy).
 bool Healthy(const std::vector<CheckResult>& results);
 

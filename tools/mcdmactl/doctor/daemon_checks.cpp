@@ -13,11 +13,9 @@
 namespace mcdma::tools::doctor {
 namespace {
 
-bool Mac(const DoctorInputs& in) { return in.host_os == platform::Os::kMacOS; }
-
 std::string RestartCommand(const DoctorInputs& in) {
-  return Mac(in) ? "sudo launchctl kickstart -k system/org.mcdma.rpcd"
-                 : "systemctl restart mcdma-rpcd";
+  return HostIsMac(in) ? "sudo launchctl kickstart -k system/org.mcdma.rpcd"
+                       : "systemctl restart mcdma-rpcd";
 }
 
 std::string Micros(double us) {
@@ -193,7 +191,7 @@ CheckResult CheckFabricKey(const DoctorInputs& in) {
   const FabricKeyInput& key = in.fabric_key;
   if (!key.status.ok()) {
     return Judge("fabric_key", Verdict::kFail, path + " cannot be loaded", key.status.ToString(),
-                 FabricKeyFix(key.status, path, Mac(in)));
+                 FabricKeyFix(key.status, path, HostIsMac(in)));
   }
   const std::string summary = path + " loads (fingerprint " + key.fingerprint + ")";
   const DaemonInput& d = in.daemon;
@@ -236,16 +234,16 @@ CheckResult CheckDaemon(const DoctorInputs& in) {
                            : "cannot reach mcdma-rpcd at " + d.socket + ": " + s.message();
   std::string fix;
   const bool denied = s.code() == Code::kPermissionDenied;
-  if (Mac(in) && denied) {
+  if (HostIsMac(in) && denied) {
     fix =
         "run as root (sudo mcdmactl doctor): under launchd the daemon and its socket's "
         "directory are root's";
-  } else if (Mac(in) && s.code() == Code::kTimeout) {
+  } else if (HostIsMac(in) && s.code() == Code::kTimeout) {
     fix =
         "it is wedged: read its log (StandardErrorPath in "
         "/Library/LaunchDaemons/org.mcdma.rpcd.plist) and restart it: " +
         RestartCommand(in);
-  } else if (Mac(in)) {
+  } else if (HostIsMac(in)) {
     fix =
         "start it: sudo launchctl bootstrap system /Library/LaunchDaemons/org.mcdma.rpcd.plist, "
         "or run mcdma-rpcd --config " +
@@ -368,8 +366,8 @@ std::vector<CheckResult> CheckPathMtu(const DoctorInputs& in) {
                               v.device() + " and " + link.peer() + "'s " + v.peer_device() +
                               " have different MTUs",
                           "set the same MTU on both interfaces (" +
-                              (Mac(in) ? "sudo ifconfig " + netdev + " mtu N"
-                                       : "ip link set " + netdev + " mtu N") +
+                              (HostIsMac(in) ? "sudo ifconfig " + netdev + " mtu N"
+                                             : "ip link set " + netdev + " mtu N") +
                               " here and on " + link.peer() +
                               "; Ethernet MTU 1500 gives RDMA MTU 1024, "
                               "9000 gives 4096)"));

@@ -79,8 +79,6 @@ std::string MappedIpv4(const std::string& gid) {
          "." + std::to_string(b & 0xff);
 }
 
-bool Mac(const DoctorInputs& in) { return in.host_os == platform::Os::kMacOS; }
-
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 // The chosen device and its configured port, or why a port-level check skips.
@@ -151,7 +149,7 @@ CheckResult CheckRdmaDevice(const DoctorInputs& in) {
     if (!verbs_peers.empty()) {
       detail += "; links with transport \"verbs\" (" + Join(verbs_peers) + ") cannot come up";
     }
-    if (Mac(in)) {
+    if (HostIsMac(in)) {
       return Judge("rdma_device", Verdict::kFail, "no RDMA device", detail,
                    std::string("for the ConnectX-5, load its kext (sudo kmutil load -b ") +
                        kCx5BundleId +
@@ -193,7 +191,7 @@ CheckResult CheckPortActive(const DoctorInputs& in) {
       const std::string& name = pick.device->name;
       std::string check = "check that this user may open /dev/infiniband/uverbs* (rw), that " +
                           name + "'s provider is loaded";
-      if (Mac(in)) {
+      if (HostIsMac(in)) {
         const std::string provider = StartsWith(name, kCx5DevicePrefix)
                                          ? std::string(kCx5BundleId) + " is loaded (see cx5_kext)"
                                      : StartsWith(name, kThunderboltDevicePrefix)
@@ -217,7 +215,7 @@ CheckResult CheckPortActive(const DoctorInputs& in) {
   if (pick.port == nullptr) return Judge("port_active", Verdict::kSkip, pick.skip_reason);
   const auto& port = *pick.port;
   std::string netdev = PortNetdev(port, o.verbs_interface);
-  if (netdev.empty() && Mac(in)) netdev = MacDeviceInterface(pick.device->name);
+  if (netdev.empty() && HostIsMac(in)) netdev = MacDeviceInterface(pick.device->name);
   const std::string where = pick.device->name + " port " + std::to_string(port.num);
   const std::string on = netdev.empty() ? "" : " on " + netdev;
   if (port.state == verbs::PortState::kActive) {
@@ -226,7 +224,7 @@ CheckResult CheckPortActive(const DoctorInputs& in) {
                      std::to_string(port.active_mtu) + " bytes");
   }
   std::string fix;
-  if (Mac(in)) {
+  if (HostIsMac(in)) {
     const std::string iface = netdev.empty() ? "<if>" : netdev;
     fix = StartsWith(pick.device->name, kThunderboltDevicePrefix)
               ? "check the Thunderbolt cable on " + iface +
@@ -239,7 +237,7 @@ CheckResult CheckPortActive(const DoctorInputs& in) {
     fix += "; check the cable";
   }
   // A Mac has no InfiniBand, whatever link layer a provider reports.
-  if (port.link_layer == "InfiniBand" && !Mac(in)) {
+  if (port.link_layer == "InfiniBand" && !HostIsMac(in)) {
     fix += "; an InfiniBand port that stays INIT needs a subnet manager (opensm)";
   }
   return Judge("port_active", Verdict::kFail, where + " is " + StateName(port.state) + on,
@@ -279,7 +277,7 @@ CheckResult CheckGid(const DoctorInputs& in) {
   if (!o.verbs_interface.empty() && !on_configured && !netdevs.empty()) {
     fix = "set verbs.interface to the interface " + pick.device->name + " is on (" + Join(netdevs) +
           "), or set verbs.device to the device on " + o.verbs_interface;
-  } else if (Mac(in)) {
+  } else if (HostIsMac(in)) {
     const std::string guess = MacDeviceInterface(pick.device->name);
     const std::string netdev = !o.verbs_interface.empty() ? o.verbs_interface
                                : !netdevs.empty()         ? netdevs.front()

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "admin_client.hpp"
+#include "app_session.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
 #include "doctor/cmd.hpp"
@@ -445,15 +446,11 @@ Status WriteFile(const std::string& path, const std::function<void(std::ostream&
 int Run(const Flags& flags, const std::string& socket, int timeout_ms, std::ostream& out,
         std::ostream& err) {
   ClientOptions options;
-  options.socket = socket;
   options.app_name = "mcdmactl-validate";
-  options.connect_timeout = std::chrono::milliseconds(timeout_ms);
-  auto client = Client::Connect(options);
-  if (!client.ok()) {
-    err << "mcdmactl validate: " << client.status().ToString() << '\n';
-    return kExitFailure;
-  }
-  Client& c = **client;
+  std::unique_ptr<Client> client =
+      ConnectApp(options, socket, timeout_ms, "mcdmactl validate", err);
+  if (!client) return kExitFailure;
+  Client& c = *client;
   // The responder's reverse check calls this.
   auto echo = c.Serve(kEchoService, [](ServerCall& call) { (void)call.Reply(call.payload()); });
   if (!echo.ok()) {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "admin_client.hpp"
+#include "app_session.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
 #include "mcdma/client.hpp"
@@ -80,18 +81,14 @@ int Serve(const Flags& flags, const std::string& socket, int timeout_ms, std::os
     return kExitUsage;
   }
   ClientOptions options;
-  options.socket = socket;
   options.app_name = "mcdmactl-validate-serve";
-  options.connect_timeout = std::chrono::milliseconds(timeout_ms);
   // The reverse check calls out from a handler: it must not run on the
   // progress thread.
   options.handler_threads = 2;
-  auto client = Client::Connect(options);
-  if (!client.ok()) {
-    err << "mcdmactl validate --serve: " << client.status().ToString() << '\n';
-    return kExitFailure;
-  }
-  Client& c = **client;
+  std::unique_ptr<Client> client =
+      ConnectApp(options, socket, timeout_ms, "mcdmactl validate --serve", err);
+  if (!client) return kExitFailure;
+  Client& c = *client;
   std::vector<std::string> allow = flags.allow;
   if (allow.empty()) {
     AdminClient admin(socket, std::chrono::milliseconds(timeout_ms));
