@@ -52,6 +52,11 @@ struct Caps {
   uint32_t max_queue_pairs = 0;         // 0 = no limit of the profile (verbs: the device's)
   uint32_t max_inline_bytes = 0;        // SENDs up to this size need no registration
   uint64_t max_message_bytes = 0;       // one SEND the peer can take; 0 = its RECV's size
+  // Connection::Poll reaps completions from the device itself (a verbs CQ):
+  // a caller that polls finds them without a thread's wake-up. Where a
+  // transport thread hands completions over (tcp, loop) polling saves
+  // nothing that is worth the CPU it takes.
+  bool polled_completions = false;
   // The "NIC" is this host's CPUs (Soft-RoCE, siw): polling for its
   // completions takes the CPU its own work needs.
   bool software = false;

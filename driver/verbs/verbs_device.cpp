@@ -248,6 +248,7 @@ Result<std::unique_ptr<DeviceImpl>> DeviceImpl::Create(const VerbsConfig& config
     std::string profile = config.profile.empty() ? d->status_.detected_profile : config.profile;
     MCDMA_ASSIGN_OR_RETURN(d->status_.caps, ProfileCaps(profile, *info));
     d->status_.caps.software = info->driver == "rxe" || info->driver == "siw";
+    d->status_.caps.polled_completions = true;
     d->status_.info = std::move(*info);
     d->status_.gid = std::move(*gid);
     d->ctx_ = std::move(*ctx);

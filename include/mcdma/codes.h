@@ -65,6 +65,8 @@
   X(HANDOFF_PRODUCER_GONE, 18, kHandoffProducerGone,                                             \
     "no producer serves the KV hand-off (it exited, or never offered it)")                       \
   X(HANDOFF_CHECKSUM, 19, kHandoffChecksum,                                                      \
-    "a KV hand-off layer's bytes do not match the checksum its producer published")
+    "a KV hand-off layer's bytes do not match the checksum its producer published")              \
+  X(RAIL_END_DOWN, 20, kRailEndDown,                                                             \
+    "the peer's end of the rail is not ready (interface not running, RDMA port not ACTIVE)")
 
 #endif /* MCDMA_CODES_H_ */

@@ -38,7 +38,7 @@ typedef enum mcdma_reason {
 #define MCDMA_C_REASON_(name, value, cpp, meaning) MCDMA_REASON_##name = value,
   MCDMA_REASON_LIST(MCDMA_C_REASON_)
 #undef MCDMA_C_REASON_
-  MCDMA_MAX_REASON = MCDMA_REASON_HANDOFF_CHECKSUM /* the highest reason */
+  MCDMA_MAX_REASON = MCDMA_REASON_RAIL_END_DOWN /* the highest reason */
 } mcdma_reason;
 /* clang-format on */
 /* NOLINTEND(bugprone-macro-parentheses) */

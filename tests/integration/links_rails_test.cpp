@@ -11,7 +11,10 @@
 //     verified calls: nothing lost, nothing twice, no error seen by an app,
 //     and the rail back (and used again) within 5 s of its restore;
 //   - every rail cut: calls and a transfer go on over rail 0, and the rails
-//     come back.
+//     come back;
+//   - a rail whose far end is not ready (its address gone when its cable
+//     comes back) is asked again within a second, and is back soon after
+//     its end is.
 // netns only (needs root, as the netns variant of two_hosts.hpp); skips,
 // saying why, otherwise:
 //   mcdma_integration_tests --gtest_filter='LinkRails.*'
@@ -525,6 +528,79 @@ TEST_F(LinkRails, AllRailsDownFallsBackToTheLinksOwnConnection) {
   ASSERT_NO_FATAL_FAILURE(ExpectStreamClean());
   exporter->CloseStdin();
   EXPECT_TRUE(ExitedWith(exporter->WaitExit(Millis(30000)), 0)) << exporter->Describe();
+}
+
+// Rail 1 is cut, and while it is down host-b's end loses its address; the
+// cable comes back without it. host-a's end runs again and probes, and
+// host-b refuses, its end not ready (RAIL_END_DOWN). That is no pair
+// failing to meet: host-a asks again within a second rather than ever less
+// often, so once the address is back 10 s after the cut the rail is up
+// within the bound. (Counted as failed probes, the 5th would come 15 s
+// after the first, 6 s after the address is back.)
+TEST_F(LinkRails, ARailWhoseFarEndIsNotReadyIsAskedAgainWithinASecond) {
+  ASSERT_NO_FATAL_FAILURE(StartWithRails(""));
+  const auto cut = SteadyClock::now();
+  ASSERT_NO_FATAL_FAILURE(RailScript("cut-rail", 1));
+  v1::LinkInfo down;
+  EXPECT_TRUE(WaitLink(
+      a(), "host-b",
+      [&](const v1::LinkInfo& l) {
+        const v1::RailInfo* r = MatchingRail(l, rails_[0]);
+        return r != nullptr && r->state() != "up";
+      },
+      Millis(2000), &down))
+      << "host-a still shows rail 1 up after its interface went down:\n"
+      << RailsSummary(down);
+  ASSERT_NO_FATAL_FAILURE(RailScript("unaddress-rail", 1));
+  ASSERT_NO_FATAL_FAILURE(RailScript("restore-rail", 1));
+  v1::LinkInfo refused;
+  EXPECT_TRUE(WaitLink(
+      a(), "host-b",
+      [&](const v1::LinkInfo& l) {
+        const v1::RailInfo* r = MatchingRail(l, rails_[0]);
+        return r != nullptr && r->state() != "up" &&
+               r->last_error().find(rails_[0].b) != std::string::npos;
+      },
+      Millis(5000), &refused))
+      << "host-a's probes of rail 1 were not refused for host-b's end (" << rails_[0].b
+      << ") within 5 s of the cable coming back:\n"
+      << RailsSummary(refused);
+  std::cerr << "rail 1 back without host-b's address; host-a " << MsSince(cut)
+            << " ms after the cut:\n"
+            << RailsSummary(refused);
+
+  while (MsSince(cut) < 10000) std::this_thread::sleep_for(Millis(50));
+  const v1::LinkInfo during = LinkAB();
+  const v1::RailInfo* r1 = MatchingRail(during, rails_[0]);
+  ASSERT_NE(r1, nullptr) << RailsSummary(during);
+  EXPECT_NE(r1->state(), "up") << RailsSummary(during);
+  EXPECT_NE(r1->last_error().find(rails_[0].b), std::string::npos)
+      << "rail 1's last error does not name host-b's missing address\n"
+      << RailsSummary(during);
+  // Asked again within a second: never further away than that.
+  EXPECT_LE(r1->retry_in_ms(), 1000u) << RailsSummary(during);
+  const v1::RailInfo* r2 = MatchingRail(during, rails_[1]);
+  ASSERT_NE(r2, nullptr) << RailsSummary(during);
+  EXPECT_EQ(r2->state(), "up") << "rail 2 went down with rail 1\n" << RailsSummary(during);
+
+  const auto restored = SteadyClock::now();
+  ASSERT_NO_FATAL_FAILURE(RailScript("readdress-rail", 1));
+  v1::LinkInfo back;
+  const int64_t back_ms = WaitRailBack(1, restored, kRailBackBound, &back);
+  std::cerr << "RAIL-BACK rail 1 up again " << back_ms << " ms after its far end's address\n";
+  EXPECT_GE(back_ms, 0) << "rail 1 not up again even " << (kRailBackBound.count() + 5000)
+                        << " ms after host-b's end had its address back:\n"
+                        << RailsSummary(back) << Describe();
+  EXPECT_LE(back_ms, kRailBackBound.count())
+      << "rail 1 came back later than " << kRailBackBound.count()
+      << " ms after host-b's end had its address back\n"
+      << RailsSummary(back);
+  const v1::LinkInfo after = LinkAB();
+  EXPECT_EQ(after.state(), "up");
+  EXPECT_EQ(after.counters().downs(), 0u) << RailsSummary(after);
+  const v1::RailInfo* r2_after = MatchingRail(after, rails_[1]);
+  ASSERT_NE(r2_after, nullptr) << RailsSummary(after);
+  EXPECT_EQ(r2_after->downs(), 0u) << RailsSummary(after);
 }
 
 // A peer that holds the fabric key but lies about rails: an AddRail beyond

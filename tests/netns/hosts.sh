@@ -17,6 +17,9 @@
 #                               end loses carrier)
 #   hosts.sh restore-rail PREFIX K
 #                               bring it back up
+#   hosts.sh unaddress-rail|readdress-rail PREFIX K
+#                               take the address off PREFIX-b's end of rail K
+#                               (the cable stays up), put it back
 #   hosts.sh cable PREFIX X Y [RATE]
 #                               a veth pair between hosts X and Y (letters,
 #                               X before Y): c-Y in PREFIX-X with
@@ -177,6 +180,11 @@ case "$cmd" in
     k=${3:?usage: hosts.sh $cmd PREFIX K}
     state=$([[ $cmd == cut-rail ]] && echo down || echo up)
     ip -n "$prefix-a" link set "r$n-$k-a" "$state"
+    ;;
+  unaddress-rail|readdress-rail)
+    k=${3:?usage: hosts.sh $cmd PREFIX K}
+    op=$([[ $cmd == unaddress-rail ]] && echo del || echo add)
+    ip -n "$prefix-b" addr "$op" "10.$((240 + k)).$n.2/24" dev "r$n-$k-b"
     ;;
   cut|restore)
     state=$([[ $cmd == cut ]] && echo down || echo up)

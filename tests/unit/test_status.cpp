@@ -14,7 +14,7 @@ namespace {
 
 // The wire numbers in use: appending a code changes these, renumbering must not.
 constexpr uint16_t kCodeCount = 16;
-constexpr uint16_t kReasonCount = 20;
+constexpr uint16_t kReasonCount = 21;
 static_assert(static_cast<uint16_t>(kMaxCode) + 1 == kCodeCount);
 static_assert(static_cast<uint16_t>(kMaxReason) + 1 == kReasonCount);
 static_assert(IsKnownCode(15) && !IsKnownCode(16) && !IsKnownCode(UINT64_MAX));
@@ -22,7 +22,7 @@ static_assert(CodeFromWire(8) == Code::kLinkDown && CodeFromWire(16) == Code::kI
 static_assert(ReasonFromWire(1) == Reason::kNoSuchService &&
               ReasonFromWire(13) == Reason::kNameReserved &&
               ReasonFromWire(19) == Reason::kHandoffChecksum &&
-              ReasonFromWire(20) == Reason::kNone);
+              ReasonFromWire(20) == Reason::kRailEndDown && ReasonFromWire(21) == Reason::kNone);
 
 TEST(Status, CodeNamesRoundTrip) {
   std::set<std::string> names;
@@ -100,6 +100,7 @@ TEST(Status, ReasonNamesRoundTripAndKeepTheirNumbers) {
   EXPECT_EQ(static_cast<uint16_t>(Reason::kHandoffRevoked), 17);
   EXPECT_EQ(static_cast<uint16_t>(Reason::kHandoffProducerGone), 18);
   EXPECT_EQ(static_cast<uint16_t>(Reason::kHandoffChecksum), 19);
+  EXPECT_EQ(static_cast<uint16_t>(Reason::kRailEndDown), 20);
   for (uint16_t i = 0; i < kReasonCount; ++i) {
     auto r = static_cast<Reason>(i);
     EXPECT_EQ(ReasonFromName(ReasonName(r)), r);

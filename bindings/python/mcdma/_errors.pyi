@@ -49,6 +49,7 @@ class Reason(enum.IntEnum):
     HANDOFF_REVOKED = 17
     HANDOFF_PRODUCER_GONE = 18
     HANDOFF_CHECKSUM = 19
+    RAIL_END_DOWN = 20
 
 class Error(Exception):
     """Base class of every mcdma error."""

@@ -41,10 +41,11 @@ const std::array kTable = {
                "on SIGTERM, wait this long for in-flight work"},
     OptionSpec{"engine.spin_budget_us", "--spin-budget-us", &Options::spin_budget_us,
                "engine spin before sleeping, microseconds", Range(0, 1'000'000)},
-    OptionSpec{"engine.link_poll_us", "--link-poll-us", &Options::link_poll_us,
-               "after link traffic, keep polling (yielding) this long before sleeping, "
-               "microseconds",
-               Range(0, 1'000'000)},
+    OptionSpec{
+        "engine.link_poll_us", "--link-poll-us", &Options::link_poll_us,
+        "after message traffic on an RDMA rail, keep polling (yielding) this long before sleeping, "
+        "microseconds",
+        Range(0, 1'000'000)},
     OptionSpec{"engine.poll_software_rdma", "--poll-software-rdma", &Options::poll_software_rdma,
                "1: poll links' completions over software RDMA (Soft-RoCE, siw) too; 0: not",
                Range(0, 1)},

@@ -350,10 +350,13 @@ class Engine {
         floor, message_gap_.Budget(std::chrono::microseconds(0),
                                    std::chrono::microseconds(options_.link_poll_max_us)));
   }
-  // Whether traffic on `r` keeps the engine polling (LinkHot): not over a
-  // software RDMA device unless poll_software_rdma.
+  // Whether traffic on `r` keeps the engine polling (LinkHot): over RDMA,
+  // whose completions the engine reaps itself; not over tcp, whose thread
+  // rings the engine anyway; not over a software RDMA device unless
+  // poll_software_rdma.
   bool PollsRail(const Rail& r) const {
-    return !r.conn->caps().software || options_.poll_software_rdma != 0;
+    const auto& caps = r.conn->caps();
+    return caps.polled_completions && (!caps.software || options_.poll_software_rdma != 0);
   }
   // A message came in over a link (not a one-sided completion).
   void NoteMessageIn(Clock::time_point now) {

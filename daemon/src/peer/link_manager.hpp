@@ -151,12 +151,14 @@ class LinkManager {
       std::string remote;  // the peer's
       uint8_t slot = 0;    // verbs: this host's RDMA port (its state is watched)
       std::string transport = "tcp";
-      std::string device;  // verbs: this host's device and the peer's
+      std::string device;  // verbs: this host's device and port, and the peer's device
+      uint32_t port = 0;
       std::string peer_device;
       TimePoint retry_at{};
       std::string last_error;
       uint64_t downs = 0;
-      uint32_t fails = 0;  // probes failed in a row
+      uint32_t fails = 0;     // probes failed in a row
+      uint32_t end_down = 0;  // probes the peer refused in a row, its end not ready
     };
     std::map<uint32_t, RailTry> rails;
     RailOffer peer_rails;  // dialer: what the peer announced in its Hello reply

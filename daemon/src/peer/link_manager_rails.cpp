@@ -21,6 +21,9 @@ namespace mcdma::daemon {
 namespace {
 constexpr auto kRailWatchInterval = std::chrono::milliseconds(100);
 constexpr auto kMaxProbeInterval = std::chrono::milliseconds(60'000);
+// A pair whose end on the peer is not ready is asked again after 200, 400,
+// 800 ms, then every second.
+constexpr auto kMaxEndDownInterval = std::chrono::milliseconds(1000);
 
 // Whether the interface holding `address` runs; the error says why not.
 Status InterfaceRuns(const std::string& address) {
@@ -143,6 +146,7 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
       t.slot = spec.transport == Transport::kVerbs ? spec.slot : 0;
       t.transport = std::string(TransportName(spec.transport));
       t.device = spec.device;
+      t.port = spec.port;
       t.peer_device = spec.transport == Transport::kVerbs ? spec.peer_device : "";
     }
   }
@@ -191,7 +195,20 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
         // (OnEngineRailDown), and the failure of a probe counts there.
         continue;
       }
+      if (!t.up && st.reason() == Reason::kRailEndDown) {
+        // The peer's end is not ready (its cable is still coming back):
+        // like this end not ready, no failed probe; asked again within
+        // kMaxEndDownInterval, so a rail is back about as soon as both
+        // ends are.
+        t.last_error = st.message();
+        t.retry_at = std::chrono::steady_clock::now() +
+                     std::min(kRailWatchInterval * (2u << std::min<uint32_t>(t.end_down, 3)),
+                              std::chrono::milliseconds(kMaxEndDownInterval));
+        ++t.end_down;
+        continue;
+      }
       if (!t.up) {
+        t.end_down = 0;
         if (t.fails == 0)
           log->info("link to '{}': rail {} ({} > {}) not up: {}", e->config.name, p.index,
                     p.dialer.name(), p.callee.name(), st.message());
@@ -232,6 +249,7 @@ Status LinkManager::ProbeRail(Entry* e, PeerChannel& ch, const RailPair& pair, u
     MCDMA_RETURN_IF_ERROR(engine_.AddRail(link_id, spec, std::move(conn).value()));
     Entry::RailTry& t = e->rails[pair.index];
     t.up = true;
+    t.end_down = 0;
     t.last_error.clear();
     return Status::Ok();
   });
@@ -264,7 +282,10 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
   if (spec.transport == Transport::kVerbs)
     MCDMA_RETURN_IF_ERROR(
         CheckVerbsEndpoint(req.endpoint_info(), pair.dialer, "peer '" + host + "'"));
-  MCDMA_RETURN_IF_ERROR(RailEndReady(spec));
+  // Not ready here is no pair that fails to meet: the dialer tries again
+  // soon, without counting a failed probe (RailLoop).
+  if (Status ready = RailEndReady(spec); !ready.ok())
+    return Status(ready.code(), Reason::kRailEndDown, ready.message());
   MCDMA_ASSIGN_OR_RETURN(std::unique_ptr<driver::Endpoint> owned, RailEndpoint(spec));
   std::shared_ptr<driver::Endpoint> endpoint = std::move(owned);
   v1::PeerAddRailReply rep;
@@ -282,6 +303,7 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
       t.slot = spec.transport == Transport::kVerbs ? spec.slot : 0;
       t.transport = std::string(TransportName(spec.transport));
       t.device = spec.device;
+      t.port = spec.port;
       t.peer_device = spec.transport == Transport::kVerbs ? spec.peer_device : "";
     };
     auto conn = endpoint->Connect(remote);
@@ -360,6 +382,7 @@ void LinkManager::RailWatchLoop() {
             spec.local = t.local;
             spec.slot = t.slot;
             spec.device = t.device;
+            spec.port = t.port;
             spec.transport = t.transport == "verbs" ? Transport::kVerbs : Transport::kTcp;
             watched.push_back({e->link_id, index, std::move(spec)});
           }
@@ -416,6 +439,10 @@ void LinkManager::DescribeRails(const Entry& e, TimePoint now,
     ri->set_downs(r.stats.downs);
     ri->set_last_error(r.last_error);
     auto t = e.rails.find(r.index);
+    // A rail down and not being probed: what its latest probe met (the
+    // peer refusing, a connect that failed) is newer than why it went down.
+    if (!r.up && t != e.rails.end() && !t->second.up && !t->second.last_error.empty())
+      ri->set_last_error(t->second.last_error);
     if (!r.up && t != e.rails.end() && t->second.retry_at > now) {
       ri->set_retry_in_ms(static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::milliseconds>(t->second.retry_at - now).count()));
