@@ -15,7 +15,7 @@
 //     link to host-c has ra3>rc1 up; a byte-verified transfer to each at
 //     once is striped over the verbs rails (rail 0 carries none of it), and
 //     calls each way all pass;
-//   - va1 taken down half-way through a 256 MiB byte-verified write and a
+//   - va1 taken down a quarter of the way through a 256 MiB byte-verified write and a
 //     stream of verified calls: nothing lost, nothing twice, no error seen by
 //     an app, ra1's rail back and carrying bytes within 5 s of va1 coming up;
 //   - va1 and va2 both down: calls and a verified write go over rail 0 (tcp);
@@ -736,17 +736,19 @@ TEST_F(VerbsRails, CutRailMidTransferAndCalls) {
   const auto write_started = SteadyClock::now();
   Child* writer = StartWrite("host-b", "bulk-b", 42);
   ASSERT_NE(writer, nullptr);
-  // Half-way: half of the write's slices completed on the two verbs rails.
+  // A quarter of the way: a quarter of the write's slices completed on the
+  // two verbs rails. (Half-way, the rest could end while the wiring script
+  // runs under emulation, before the cable is down.)
   v1::LinkInfo half;
   ASSERT_TRUE(WaitLink(
       a_, "host-b",
       [&](const v1::LinkInfo& l) {
         writer->Drain();
         if (!writer->LastLineWith("{").empty()) return true;
-        return SlicesOf(l, ra1, rb1) + SlicesOf(l, ra2, rb2) - slices0 >= bytes / 2 / kSliceBytes;
+        return SlicesOf(l, ra1, rb1) + SlicesOf(l, ra2, rb2) - slices0 >= bytes / 4 / kSliceBytes;
       },
       kBulkWait, &half))
-      << "the write did not get half-way within " << kBulkWait.count() / 1000 << " s:\n"
+      << "the write did not get a quarter of the way within " << kBulkWait.count() / 1000 << " s:\n"
       << RailsSummary(half) << writer->Describe();
   const v1::RailInfo* r1_half = RailBetween(half, ra1, rb1);
   ASSERT_NE(r1_half, nullptr) << RailsSummary(half);
@@ -907,13 +909,21 @@ TEST_F(VerbsRails, AllRdmaRailsDownFallsBackToTcp) {
 
   while (MsSince(cut) < 2000) std::this_thread::sleep_for(Millis(20));
   const int64_t cut_ms = MsSince(cut);
-  const auto restored = SteadyClock::now();
-  for (auto [x, y] : cabled) ASSERT_NO_FATAL_FAILURE(Wire("up", x->interface));
+  // Each port comes back during its own wiring script (`ip link set up`,
+  // then its routes and neighbour entries), which under emulation takes a
+  // second or more: each rail is timed from the start of its own script.
+  std::map<std::string, SteadyClock::time_point> restored;
+  for (auto [x, y] : cabled) {
+    restored[x->interface] = SteadyClock::now();
+    ASSERT_NO_FATAL_FAILURE(Wire("up", x->interface));
+    std::cerr << "mcdma-rail-wire up " << x->interface << ": " << MsSince(restored[x->interface])
+              << " ms\n";
+  }
   for (auto [x, y] : cabled) {
     v1::LinkInfo back;
     const int64_t back_ms = WaitRail(
-        *x, *y, [](const v1::RailInfo& r) { return r.state() == "up"; }, restored, kRailBackBound,
-        &back);
+        *x, *y, [](const v1::RailInfo& r) { return r.state() == "up"; }, restored[x->interface],
+        kRailBackBound, &back);
     std::cerr << "RAIL-BACK " << RailName(*x) << ">" << RailName(*y) << " up again " << back_ms
               << " ms after its port came back (down " << cut_ms << " ms)\n";
     EXPECT_GE(back_ms, 0) << RailName(*x) << " not up again even "
