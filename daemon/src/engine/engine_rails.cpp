@@ -23,6 +23,11 @@ constexpr uint64_t kMessageRailSlices = 2;
 constexpr double kRateWeight = 0.2;
 constexpr double kRateWindowSeconds = 0.020;
 constexpr double kRateMinSeconds = 0.002;
+// A rail left out as far slower than the best (rail_min_share) is given
+// work again once its estimate is this old, and its next sample replaces
+// the estimate: one slow early window (a busy host) must not keep a rail
+// out for good, since a rail left out is never measured again.
+constexpr auto kRateStaleAfter = std::chrono::milliseconds(500);
 }  // namespace
 
 Status Engine::SetUpRail(Rail& r, uint32_t peer_slot_bytes) {
@@ -335,12 +340,15 @@ Rail* Engine::PickRail(EngineLink& l, const TransferOp& op, uint64_t bytes) {
     if (r != nullptr && eligible(*r)) best_rate = std::max(best_rate, r->rate_bps);
   Rail* pick = nullptr;
   double pick_cost = 0;
+  const Clock::time_point now = Clock::now();
   for (const auto& rp : l.rails) {
     if (rp == nullptr || !eligible(*rp)) continue;
     Rail& r = *rp;
-    // Far slower than the best: left out while the best is up.
+    // Far slower than the best: left out while the best is up, until its
+    // estimate is stale (kRateStaleAfter).
     if (r.rate_bps > 0 && best_rate > 0 &&
-        r.rate_bps * 100 < best_rate * static_cast<double>(options_.rail_min_share))
+        r.rate_bps * 100 < best_rate * static_cast<double>(options_.rail_min_share) &&
+        now - r.rate_at < kRateStaleAfter)
       continue;
     if (!room(r)) continue;
     double rate = r.rate_bps > 0 ? r.rate_bps : (best_rate > 0 ? best_rate : 1.0);
@@ -366,7 +374,10 @@ void NoteSliceDone(Rail& r, uint64_t bytes) {
   // be shorter, but not a burst of completions reaped at once).
   if (secs < kRateWindowSeconds && (r.inflight_bytes != 0 || secs < kRateMinSeconds)) return;
   double sample = static_cast<double>(r.window_bytes) / secs;
-  r.rate_bps = r.rate_bps == 0 ? sample : (1 - kRateWeight) * r.rate_bps + kRateWeight * sample;
+  const bool stale = now - r.rate_at >= kRateStaleAfter;
+  r.rate_bps =
+      r.rate_bps == 0 || stale ? sample : (1 - kRateWeight) * r.rate_bps + kRateWeight * sample;
+  r.rate_at = now;
   r.window_start = now;
   r.window_bytes = 0;
 }

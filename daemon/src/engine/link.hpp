@@ -199,6 +199,7 @@ struct Rail {
   // Throughput while busy: bytes completed over windows of at least 20 ms
   // that start when the rail gets work, smoothed; 0 until the first.
   double rate_bps = 0;
+  Clock::time_point rate_at{};  // when rate_bps last took a sample
   Clock::time_point window_start{};
   uint64_t window_bytes = 0;
   uint64_t striped_bytes = 0;  // slices posted here, for the share
