@@ -172,6 +172,17 @@ class LinkRails : public TwoHostsBase {
     return seen_ms;
   }
 
+  // Polls host-a's rail of hosts.sh rail K until it is not up, for 2 s.
+  bool WaitRailDown(int k, v1::LinkInfo* last) {
+    return WaitLink(
+        a(), "host-b",
+        [&](const v1::LinkInfo& l) {
+          const v1::RailInfo* r = MatchingRail(l, rails_[k - 1]);
+          return r != nullptr && r->state() != "up";
+        },
+        Millis(2000), last);
+  }
+
   // Runs a write/verify-read app to completion; its result line.
   std::string RunToEnd(Child* c) {
     if (c == nullptr) return "";
@@ -350,13 +361,7 @@ TEST_F(LinkRails, CutRailDuringTransferAndCallsLosesNothing) {
   writer->Drain();
   const bool write_in_flight = writer->LastLineWith("{").empty();
   v1::LinkInfo down;
-  EXPECT_TRUE(WaitLink(
-      a(), "host-b",
-      [&](const v1::LinkInfo& l) {
-        const v1::RailInfo* r = MatchingRail(l, rails_[0]);
-        return r != nullptr && r->state() != "up";
-      },
-      Millis(2000), &down))
+  EXPECT_TRUE(WaitRailDown(1, &down))
       << "host-a still shows rail 1 up after its interface went down:\n"
       << RailsSummary(down);
   std::cerr << "rail 1 cut " << cut_at_ms << " ms into the write; host-a " << MsSince(cut)
@@ -542,13 +547,7 @@ TEST_F(LinkRails, ARailWhoseFarEndIsNotReadyIsAskedAgainWithinASecond) {
   const auto cut = SteadyClock::now();
   ASSERT_NO_FATAL_FAILURE(RailScript("cut-rail", 1));
   v1::LinkInfo down;
-  EXPECT_TRUE(WaitLink(
-      a(), "host-b",
-      [&](const v1::LinkInfo& l) {
-        const v1::RailInfo* r = MatchingRail(l, rails_[0]);
-        return r != nullptr && r->state() != "up";
-      },
-      Millis(2000), &down))
+  EXPECT_TRUE(WaitRailDown(1, &down))
       << "host-a still shows rail 1 up after its interface went down:\n"
       << RailsSummary(down);
   ASSERT_NO_FATAL_FAILURE(RailScript("unaddress-rail", 1));

@@ -159,6 +159,27 @@ class LinkManager {
       uint64_t downs = 0;
       uint32_t fails = 0;     // probes failed in a row
       uint32_t end_down = 0;  // probes the peer refused in a row, its end not ready
+
+      // Takes the pair's names and this end's device from `spec`.
+      void Describe(const RailSpec& spec) {
+        local = spec.local;
+        remote = spec.remote;
+        slot = spec.transport == Transport::kVerbs ? spec.slot : 0;
+        transport = std::string(TransportName(spec.transport));
+        device = spec.device;
+        port = spec.port;
+        peer_device = spec.transport == Transport::kVerbs ? spec.peer_device : "";
+      }
+      // What the interface watch needs of this end (RailEndReady).
+      RailSpec WatchSpec() const {
+        RailSpec spec;
+        spec.local = local;
+        spec.slot = slot;
+        spec.device = device;
+        spec.port = port;
+        spec.transport = transport == "verbs" ? Transport::kVerbs : Transport::kTcp;
+        return spec;
+      }
     };
     std::map<uint32_t, RailTry> rails;
     RailOffer peer_rails;  // dialer: what the peer announced in its Hello reply

@@ -141,13 +141,7 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
       RailSpec spec = SpecOf(p, /*dialer=*/true, 0);
       Entry::RailTry& t = e->rails[p.index];
       t.up = false;
-      t.local = spec.local;
-      t.remote = spec.remote;
-      t.slot = spec.transport == Transport::kVerbs ? spec.slot : 0;
-      t.transport = std::string(TransportName(spec.transport));
-      t.device = spec.device;
-      t.port = spec.port;
-      t.peer_device = spec.transport == Transport::kVerbs ? spec.peer_device : "";
+      t.Describe(spec);
     }
   }
   if (!ch) return;
@@ -297,15 +291,6 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
   JoinFinishedConnectors();
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::thread t([this, e, link_id, endpoint, spec, remote, done] {
-    auto note = [&](Entry::RailTry& t) MCDMA_REQUIRES(mu_) {
-      t.local = spec.local;
-      t.remote = spec.remote;
-      t.slot = spec.transport == Transport::kVerbs ? spec.slot : 0;
-      t.transport = std::string(TransportName(spec.transport));
-      t.device = spec.device;
-      t.port = spec.port;
-      t.peer_device = spec.transport == Transport::kVerbs ? spec.peer_device : "";
-    };
     auto conn = endpoint->Connect(remote);
     if (conn.ok()) {
       (void)engine_.Run([&]() -> Status {
@@ -314,7 +299,7 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
         Status st = engine_.AddRail(link_id, spec, std::move(conn).value());
         if (st.ok()) {
           Entry::RailTry& t = e->rails[spec.index];
-          note(t);
+          t.Describe(spec);
           t.up = true;
           t.last_error.clear();
         }
@@ -323,7 +308,7 @@ Result<v1::PeerAddRailReply> LinkManager::OnAddRail(const std::string& host,
     } else {
       MutexLock lock(mu_);
       Entry::RailTry& t = e->rails[spec.index];
-      note(t);
+      t.Describe(spec);
       t.last_error = conn.status().message();
     }
     done->store(true);
@@ -378,13 +363,7 @@ void LinkManager::RailWatchLoop() {
           if (e->link_id == 0) continue;
           for (auto& [index, t] : e->rails) {
             if (!t.up) continue;
-            RailSpec spec;
-            spec.local = t.local;
-            spec.slot = t.slot;
-            spec.device = t.device;
-            spec.port = t.port;
-            spec.transport = t.transport == "verbs" ? Transport::kVerbs : Transport::kTcp;
-            watched.push_back({e->link_id, index, std::move(spec)});
+            watched.push_back({e->link_id, index, t.WatchSpec()});
           }
         }
       }
@@ -439,13 +418,15 @@ void LinkManager::DescribeRails(const Entry& e, TimePoint now,
     ri->set_downs(r.stats.downs);
     ri->set_last_error(r.last_error);
     auto t = e.rails.find(r.index);
-    // A rail down and not being probed: what its latest probe met (the
-    // peer refusing, a connect that failed) is newer than why it went down.
-    if (!r.up && t != e.rails.end() && !t->second.up && !t->second.last_error.empty())
-      ri->set_last_error(t->second.last_error);
-    if (!r.up && t != e.rails.end() && t->second.retry_at > now) {
-      ri->set_retry_in_ms(static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(t->second.retry_at - now).count()));
+    if (!r.up && t != e.rails.end()) {
+      // Down and not being probed: what its latest probe met (the peer
+      // refusing, a connect that failed) is newer than why it went down.
+      if (!t->second.up && !t->second.last_error.empty()) ri->set_last_error(t->second.last_error);
+      if (t->second.retry_at > now) {
+        ri->set_retry_in_ms(static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(t->second.retry_at - now)
+                .count()));
+      }
     }
   }
   for (const auto& [index, t] : e.rails) {
