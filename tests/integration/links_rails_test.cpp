@@ -286,6 +286,9 @@ TEST_F(LinkRails, RailsComeUpOnlyWherePairsMeetAndStripeBulk) {
     EXPECT_GT(ri->slices(), 0u) << RailsSummary(after_write);
     EXPECT_GE(ri->share(), 0.2) << "rail " << ri->name() << " took too little of the stripes\n"
                                 << RailsSummary(after_write);
+    EXPECT_GE(ri->up_for_ms(), Field(w, "ms").value_or(UINT64_MAX))
+        << "rail " << ri->name() << " was up before the write began, its up_for_ms says less\n"
+        << RailsSummary(after_write);
   }
 
   std::string rd = RunToEnd(
@@ -496,6 +499,7 @@ TEST_F(LinkRails, AllRailsDownFallsBackToTheLinksOwnConnection) {
     ASSERT_NE(ri, nullptr) << RailsSummary(during);
     EXPECT_NE(ri->state(), "up") << RailsSummary(during);
     EXPECT_GE(ri->downs(), 1u) << RailsSummary(during);
+    EXPECT_EQ(ri->up_for_ms(), 0u) << "a rail not up says it has been up\n" << RailsSummary(during);
   }
 
   // Cut as long as in the test above (past the hold-down, so the rails'

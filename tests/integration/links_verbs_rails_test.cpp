@@ -15,9 +15,11 @@
 //     link to host-c has ra3>rc1 up; a byte-verified transfer to each at
 //     once is striped over the verbs rails (rail 0 carries none of it), and
 //     calls each way all pass;
-//   - va1 taken down a quarter of the way through a 256 MiB byte-verified write and a
-//     stream of verified calls: nothing lost, nothing twice, no error seen by
-//     an app, ra1's rail back and carrying bytes within 5 s of va1 coming up;
+//   - the cable of the verbs rail with the most in flight (va1 or va2) taken
+//     down a quarter of the way through a 256 MiB byte-verified write and a
+//     stream of verified calls: its slices reissued, nothing lost, nothing
+//     twice, no error seen by an app, the rail back within 5 s of its
+//     interface coming up (by the daemon's up_for_ms) and carrying bytes;
 //   - va1 and va2 both down: calls and a verified write go over rail 0 (tcp);
 //     back up, the verbs rails return within 5 s and carry the next write.
 //   mcdma_integration_tests --gtest_filter='VerbsRails.*'
@@ -38,6 +40,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -426,6 +429,28 @@ class VerbsRails : public ::testing::Test {
     return seen_ms;
   }
 
+  // Polls host-a's rail `local`>`remote` until it is up; when it came up by
+  // the daemon's account (when the answer was seen, less the rail's
+  // up_for_ms: never earlier than it really did), in ms since `since`;
+  // nullopt if not up within `bound` (+ 5 s). What the test's own polling
+  // costs (`mcdmactl links` takes up to ~0.6 s under TCG, and another
+  // rail's wiring script may run first) is not the rail's.
+  std::optional<int64_t> WaitRailUp(const RailEnd& local, const RailEnd& remote,
+                                    SteadyClock::time_point since, Millis bound,
+                                    v1::LinkInfo* last) {
+    std::optional<int64_t> up_ms;
+    (void)WaitLink(
+        a_, "host-b",
+        [&](const v1::LinkInfo& l) {
+          const v1::RailInfo* r = RailBetween(l, local, remote);
+          if (r == nullptr || r->state() != "up") return false;
+          up_ms = MsSince(since) - static_cast<int64_t>(r->up_for_ms());
+          return true;
+        },
+        bound + Millis(5000), last);
+    return up_ms;
+  }
+
   // `mcdma_testapp ROLE --socket h.socket ARGS...`; stderr to a log file.
   Child* StartApp(Host& h, const std::string& role, const std::vector<std::string>& args) {
     std::vector<std::string> argv = {kTestAppPath, role, "--socket", h.socket};
@@ -556,6 +581,21 @@ class VerbsRails : public ::testing::Test {
     }
     for (size_t i = 0; i < apps_.size(); ++i) {
       out += "==== " + app_labels_[i] + " ====\n" + apps_[i]->Describe();
+    }
+    return out;
+  }
+
+  // The lines of host-a's and host-b's logs about rails (the last 40 of
+  // each): what a rail's way back went through, with the daemons' times.
+  std::string RailLog() const {
+    std::string out;
+    for (const Host* h : {&a_, &b_}) {
+      std::string lines;
+      std::istringstream in(ReadFile(h->log));
+      for (std::string line; std::getline(in, line);)
+        if (line.find("rail") != std::string::npos) lines += line + "\n";
+      out += "==== " + h->id + " mcdma-rpcd log, its rail lines (last 40) ====\n" +
+             harness::LastLines(lines, 40) + "\n";
     }
     return out;
   }
@@ -750,42 +790,51 @@ TEST_F(VerbsRails, CutRailMidTransferAndCalls) {
       kBulkWait, &half))
       << "the write did not get a quarter of the way within " << kBulkWait.count() / 1000 << " s:\n"
       << RailsSummary(half) << writer->Describe();
+  // The cable cut is the one of the rail with the most of the write in
+  // flight: the striping keeps refilling it, so it still holds slices when
+  // the slow wiring script has taken the cable down (a rail given a small
+  // share may have finished its few by then).
   const v1::RailInfo* r1_half = RailBetween(half, ra1, rb1);
+  const v1::RailInfo* r2_half = RailBetween(half, ra2, rb2);
   ASSERT_NE(r1_half, nullptr) << RailsSummary(half);
-  const bool r1_busy = r1_half->inflight_bytes() > 0;
+  ASSERT_NE(r2_half, nullptr) << RailsSummary(half);
+  const bool first = r1_half->inflight_bytes() >= r2_half->inflight_bytes();
+  const RailEnd& cx = first ? ra1 : ra2;
+  const RailEnd& cy = first ? rb1 : rb2;
+  const v1::RailInfo* cut_half = first ? r1_half : r2_half;
+  const bool cut_busy = cut_half->inflight_bytes() > 0;
+  const bool cut_messages = cut_half->messages();
 
   const uint64_t calls_at_cut = StreamCalls();
   const auto cut = SteadyClock::now();
-  ASSERT_NO_FATAL_FAILURE(Wire("down", ra1.interface));
+  ASSERT_NO_FATAL_FAILURE(Wire("down", cx.interface));
   const int64_t cut_at_ms = MsSince(write_started);
   writer->Drain();
   const bool write_in_flight = writer->LastLineWith("{").empty();
   v1::LinkInfo down;
   const int64_t down_ms = WaitRail(
-      ra1, rb1, [](const v1::RailInfo& r) { return r.state() != "up"; }, cut, kRailDownBound,
-      &down);
-  std::cerr << "ip link set " << ra1.interface << " down " << cut_at_ms << " ms into the write ("
-            << (SlicesOf(half, ra1, rb1) + SlicesOf(half, ra2, rb2) - slices0)
-            << " slices done, ra1 " << (r1_busy ? "busy" : "idle") << "); rail down after "
-            << down_ms << " ms:\n"
+      cx, cy, [](const v1::RailInfo& r) { return r.state() != "up"; }, cut, kRailDownBound, &down);
+  std::cerr << "ip link set " << cx.interface << " down " << cut_at_ms << " ms into the write ("
+            << (SlicesOf(half, ra1, rb1) + SlicesOf(half, ra2, rb2) - slices0) << " slices done, "
+            << cx.device << (cut_busy ? " busy" : " idle")
+            << (cut_messages ? ", carrying the messages" : "") << "); rail down after " << down_ms
+            << " ms:\n"
             << RailsSummary(down);
-  EXPECT_GE(down_ms, 0) << "host-a still shows " << RailName(ra1) << " up after "
-                        << ra1.interface << " went down\n"
+  EXPECT_GE(down_ms, 0) << "host-a still shows " << RailName(cx) << " up after "
+                        << cx.interface << " went down\n"
                         << RailsSummary(down);
   EXPECT_LE(down_ms, kRailDownBound.count()) << RailsSummary(down);
-  const v1::RailInfo* r1_down = RailBetween(down, ra1, rb1);
-  ASSERT_NE(r1_down, nullptr) << RailsSummary(down);
-  const uint64_t r1_bytes_down = r1_down->bytes_sent();
+  const v1::RailInfo* cut_down = RailBetween(down, cx, cy);
+  ASSERT_NE(cut_down, nullptr) << RailsSummary(down);
+  const uint64_t cut_bytes_down = cut_down->bytes_sent();
 
   while (MsSince(cut) < 1000) std::this_thread::sleep_for(Millis(20));
   const uint64_t calls_at_restore = StreamCalls();
   const int64_t cut_ms = MsSince(cut);
   const auto restored = SteadyClock::now();
-  ASSERT_NO_FATAL_FAILURE(Wire("up", ra1.interface));
+  ASSERT_NO_FATAL_FAILURE(Wire("up", cx.interface));
   v1::LinkInfo back;
-  const int64_t back_ms = WaitRail(
-      ra1, rb1, [](const v1::RailInfo& r) { return r.state() == "up"; }, restored, kRailBackBound,
-      &back);
+  const std::optional<int64_t> back_ms = WaitRailUp(cx, cy, restored, kRailBackBound, &back);
   // Carrying again: its bytes grow. If the big write is over, the next one
   // gives it something to carry.
   writer->Drain();
@@ -799,29 +848,36 @@ TEST_F(VerbsRails, CutRailMidTransferAndCalls) {
   }
   v1::LinkInfo carrying;
   const int64_t carry_ms = WaitRail(
-      ra1, rb1,
-      [&](const v1::RailInfo& r) { return r.state() == "up" && r.bytes_sent() > r1_bytes_down; },
+      cx, cy,
+      [&](const v1::RailInfo& r) { return r.state() == "up" && r.bytes_sent() > cut_bytes_down; },
       restored, kRailBackBound, &carrying);
-  std::cerr << "RAIL-BACK " << RailName(ra1) << ">" << RailName(rb1) << " up again " << back_ms
-            << " ms and carrying bytes " << carry_ms << " ms after ip link set "
-            << ra1.interface << " up (down " << cut_ms << " ms)\n"
+  std::cerr << "RAIL-BACK " << RailName(cx) << ">" << RailName(cy) << " up again "
+            << back_ms.value_or(-1) << " ms and seen carrying bytes " << carry_ms
+            << " ms after ip link set " << cx.interface << " up (down " << cut_ms << " ms)\n"
             << RailsSummary(carrying);
-  EXPECT_GE(back_ms, 0) << "the rail is not up again even " << (kRailBackBound.count() + 5000)
-                        << " ms after its port came back:\n"
-                        << RailsSummary(back) << Describe();
+  ASSERT_TRUE(back_ms.has_value())
+      << "the rail is not up again even " << (kRailBackBound.count() + 5000)
+      << " ms after its port came back:\n"
+      << RailsSummary(back) << Describe();
+  EXPECT_GE(*back_ms, 0) << "the rail was up before its port came back: the cut did not take\n"
+                         << RailsSummary(back) << RailLog();
+  EXPECT_LE(*back_ms, kRailBackBound.count())
+      << "the rail was up again later than " << kRailBackBound.count()
+      << " ms after its port came back\n"
+      << RailsSummary(back) << RailLog();
   EXPECT_GE(carry_ms, 0) << "the rail carries nothing even " << (kRailBackBound.count() + 5000)
                          << " ms after its port came back:\n"
                          << RailsSummary(carrying) << Describe();
   EXPECT_LE(carry_ms, kRailBackBound.count())
       << "the rail carried bytes again later than " << kRailBackBound.count()
       << " ms after its port came back\n"
-      << RailsSummary(carrying);
+      << RailsSummary(carrying) << RailLog();
 
   EXPECT_TRUE(write_in_flight) << "the write had ended before the cut: the test did not test "
                                   "what it claims";
   std::string w = ExpectWritten(writer, exporter, 42, bytes, "the write across the rail cut");
   EXPECT_GT(calls_at_restore, calls_at_cut)
-      << "no call passed while " << ra1.interface << " was down (" << calls_at_cut << " -> "
+      << "no call passed while " << cx.interface << " was down (" << calls_at_cut << " -> "
       << calls_at_restore << ")";
   if (writer2 != nullptr) {
     ExpectWritten(writer2, exporter2, 43, again, "the write after the rail came back");
@@ -830,17 +886,17 @@ TEST_F(VerbsRails, CutRailMidTransferAndCalls) {
   const v1::LinkInfo after = Link(a_, "host-b");
   std::cerr << "after the write (" << Field(w, "ms").value_or(0) << " ms):\n"
             << RailsSummary(after);
-  const v1::RailInfo* r1 = RailBetween(after, ra1, rb1);
-  ASSERT_NE(r1, nullptr) << RailsSummary(after);
-  EXPECT_GE(r1->downs(), 1u) << "the rail never counted as down\n" << RailsSummary(after);
+  const v1::RailInfo* cut_rail = RailBetween(after, cx, cy);
+  ASSERT_NE(cut_rail, nullptr) << RailsSummary(after);
+  EXPECT_GE(cut_rail->downs(), 1u) << "the rail never counted as down\n" << RailsSummary(after);
   // Slices it held when its port went are reissued on ra2; whether it held
   // any is certain only if it was busy just before the cut.
-  if (write_in_flight && r1_busy) {
-    EXPECT_GE(r1->slices_reissued(), 1u)
+  if (write_in_flight && cut_busy) {
+    EXPECT_GE(cut_rail->slices_reissued(), 1u)
         << "the rail was cut with slices of the write in flight, none reissued\n"
         << RailsSummary(after);
   }
-  EXPECT_EQ(r1->state(), "up") << RailsSummary(after);
+  EXPECT_EQ(cut_rail->state(), "up") << RailsSummary(after);
   EXPECT_EQ(after.state(), "up");
   EXPECT_EQ(after.generation(), 1u) << "the link itself went down over a rail cut\n"
                                     << RailsSummary(after);
@@ -921,18 +977,22 @@ TEST_F(VerbsRails, AllRdmaRailsDownFallsBackToTcp) {
   }
   for (auto [x, y] : cabled) {
     v1::LinkInfo back;
-    const int64_t back_ms = WaitRail(
-        *x, *y, [](const v1::RailInfo& r) { return r.state() == "up"; }, restored[x->interface],
-        kRailBackBound, &back);
-    std::cerr << "RAIL-BACK " << RailName(*x) << ">" << RailName(*y) << " up again " << back_ms
-              << " ms after its port came back (down " << cut_ms << " ms)\n";
-    EXPECT_GE(back_ms, 0) << RailName(*x) << " not up again even "
-                          << (kRailBackBound.count() + 5000) << " ms after its port came back:\n"
-                          << RailsSummary(back) << Describe();
-    EXPECT_LE(back_ms, kRailBackBound.count())
+    const std::optional<int64_t> back_ms =
+        WaitRailUp(*x, *y, restored[x->interface], kRailBackBound, &back);
+    std::cerr << "RAIL-BACK " << RailName(*x) << ">" << RailName(*y) << " up again "
+              << back_ms.value_or(-1) << " ms after its port came back (down " << cut_ms
+              << " ms)\n";
+    ASSERT_TRUE(back_ms.has_value())
+        << RailName(*x) << " not up again even " << (kRailBackBound.count() + 5000)
+        << " ms after its port came back:\n"
+        << RailsSummary(back) << Describe();
+    EXPECT_GE(*back_ms, 0) << RailName(*x)
+                           << " was up before its port came back: the cut did not take\n"
+                           << RailsSummary(back) << RailLog();
+    EXPECT_LE(*back_ms, kRailBackBound.count())
         << RailName(*x) << " came back later than " << kRailBackBound.count()
         << " ms after its port did\n"
-        << RailsSummary(back);
+        << RailsSummary(back) << RailLog();
   }
   const v1::LinkInfo restored_link = Link(a_, "host-b");
   std::cerr << "verbs rails restored:\n" << RailsSummary(restored_link);

@@ -165,6 +165,7 @@ bool Engine::OnRailProbe(EngineLink& l, Rail& r, const link_wire::Header& h) {
   if (h.type == link_wire::MsgType::kRailProbeAck) {
     if (!r.probed) {
       r.probed = true;
+      r.up_since = Clock::now();
       r.probe_rtt_us =
           std::chrono::duration<double, std::micro>(Clock::now() - r.probe_sent).count();
       spdlog::get("engine")->info("link {} to '{}': rail {} up ({} > {})", l.id, l.spec.peer,
@@ -402,6 +403,11 @@ std::vector<RailSnapshot> Engine::RailSnapshots(const EngineLink& l) const {
     s.up = r->up();
     s.probing = r->live() && !r->probed;
     s.probe_rtt_us = r->probe_rtt_us;
+    if (s.up) {
+      s.up_for_ms = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - r->up_since)
+              .count());
+    }
     s.last_resort = r->spec.index == 0 && other;
     s.messages = s.up && l.message_rail == static_cast<int>(r->spec.index);
     s.inflight_bytes = r->inflight_bytes;

@@ -130,6 +130,7 @@ struct RailSnapshot {
   bool messages = false;
   bool probing = false;  // connected, its probe not answered yet
   double probe_rtt_us = 0;
+  uint64_t up_for_ms = 0;  // since its probe was answered; 0 while not up
   std::string device;
   uint32_t port = 0;
   std::string peer_device;
@@ -220,6 +221,7 @@ struct Rail {
   // and its answer came back (the pair really reaches); until then it is
   // live (polled) but not up. The probe fails the rail at its deadline.
   bool probed = true;
+  Clock::time_point up_since = Clock::now();  // when its probe was answered (rail 0: added)
   Clock::time_point probe_sent{};
   Clock::time_point probe_deadline{};
   double probe_rtt_us = 0;     // the probe's round trip: which rail carries messages

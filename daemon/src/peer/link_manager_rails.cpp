@@ -24,6 +24,24 @@ constexpr auto kMaxProbeInterval = std::chrono::milliseconds(60'000);
 // A pair whose end on the peer is not ready is asked again after 200, 400,
 // 800 ms, then every second.
 constexpr auto kMaxEndDownInterval = std::chrono::milliseconds(1000);
+// A pair that was up before and failed its probe is asked again this many
+// times on the same quick schedule: right after a port comes back its path
+// may not carry yet (routes, neighbour entries, a switch port still
+// learning), and a pair known to meet should not wait seconds for it.
+constexpr uint32_t kQuickReprobes = 4;
+
+// How long after its `t.fails`-th failed probe in a row a pair is probed
+// again: quickly a few times for a pair that met before (kQuickReprobes),
+// else the hold-down doubled per failure, up to once a minute (two cables
+// that do not meet).
+std::chrono::milliseconds FailedProbeWait(uint32_t fails, uint64_t downs,
+                                          std::chrono::milliseconds hold_down) {
+  if (downs > 0 && fails < kQuickReprobes)
+    return std::min<std::chrono::milliseconds>(kRailWatchInterval * (2u << fails),
+                                               kMaxEndDownInterval);
+  return std::min<std::chrono::milliseconds>(hold_down * (1u << std::min<uint32_t>(fails, 6)),
+                                             kMaxProbeInterval);
+}
 
 // Whether the interface holding `address` runs; the error says why not.
 Status InterfaceRuns(const std::string& address) {
@@ -194,6 +212,9 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
         // like this end not ready, no failed probe; asked again within
         // kMaxEndDownInterval, so a rail is back about as soon as both
         // ends are.
+        if (t.end_down == 0)
+          log->info("link to '{}': rail {} ({} > {}) waits for the peer's end: {}", e->config.name,
+                    p.index, p.dialer.name(), p.callee.name(), st.message());
         t.last_error = st.message();
         t.retry_at = std::chrono::steady_clock::now() +
                      std::min(kRailWatchInterval * (2u << std::min<uint32_t>(t.end_down, 3)),
@@ -203,14 +224,13 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
       }
       if (!t.up) {
         t.end_down = 0;
-        if (t.fails == 0)
-          log->info("link to '{}': rail {} ({} > {}) not up: {}", e->config.name, p.index,
-                    p.dialer.name(), p.callee.name(), st.message());
+        const auto wait = FailedProbeWait(t.fails, t.downs, hold_down);
+        if (t.fails == 0 || (t.downs > 0 && t.fails < kQuickReprobes))
+          log->info("link to '{}': rail {} ({} > {}) not up: {}; probed again in {} ms",
+                    e->config.name, p.index, p.dialer.name(), p.callee.name(), st.message(),
+                    wait.count());
         t.last_error = st.message();
-        // A pair that keeps failing its probe (two cables that do not
-        // meet) is tried less and less often, up to once a minute.
-        auto wait = hold_down * (1u << std::min<uint32_t>(t.fails, 6));
-        t.retry_at = std::chrono::steady_clock::now() + std::min(wait, kMaxProbeInterval);
+        t.retry_at = std::chrono::steady_clock::now() + wait;
         ++t.fails;
       }
     }
@@ -329,10 +349,10 @@ void LinkManager::OnEngineRailDown(uint64_t link_id, uint32_t index, const std::
         t.up = false;
         t.last_error = why;
         if (never_up) {
-          // Connected but its probe went unanswered: a pair that does not
-          // reach, tried less and less often like one that does not connect.
-          auto wait = hold_down * (1u << std::min<uint32_t>(t.fails, 6));
-          t.retry_at = std::chrono::steady_clock::now() + std::min(wait, kMaxProbeInterval);
+          // Connected but its probe went unanswered: a failed probe, as one
+          // that does not connect.
+          t.retry_at =
+              std::chrono::steady_clock::now() + FailedProbeWait(t.fails, t.downs, hold_down);
           ++t.fails;
         } else {
           ++t.downs;
@@ -406,6 +426,7 @@ void LinkManager::DescribeRails(const Entry& e, TimePoint now,
     ri->set_port(r.port);
     if (r.transport == Transport::kVerbs) ri->set_peer_device(r.peer_device);
     ri->set_probe_rtt_us(r.probe_rtt_us);
+    ri->set_up_for_ms(r.up_for_ms);
     ri->set_last_resort(r.last_resort);
     ri->set_messages(r.messages);
     ri->set_bytes_sent(r.stats.bytes_sent);
