@@ -30,10 +30,11 @@ constexpr auto kMaxEndDownInterval = std::chrono::milliseconds(1000);
 // learning), and a pair known to meet should not wait seconds for it.
 constexpr uint32_t kQuickReprobes = 4;
 
-// How long after its `t.fails`-th failed probe in a row a pair is probed
-// again: quickly a few times for a pair that met before (kQuickReprobes),
-// else the hold-down doubled per failure, up to once a minute (two cables
-// that do not meet).
+// How long after a failed probe a pair is probed again, `fails` probes
+// having failed in a row before it and the pair having gone down `downs`
+// times after being up: quickly a few times for a pair that met before
+// (kQuickReprobes), else the hold-down doubled per failure, up to once a
+// minute (two cables that do not meet).
 std::chrono::milliseconds FailedProbeWait(uint32_t fails, uint64_t downs,
                                           std::chrono::milliseconds hold_down) {
   if (downs > 0 && fails < kQuickReprobes)
