@@ -606,6 +606,75 @@ TEST_F(LinkRails, ARailWhoseFarEndIsNotReadyIsAskedAgainWithinASecond) {
   EXPECT_EQ(r2_after->downs(), 0u) << RailsSummary(after);
 }
 
+// A pair that was up, whose probes fail once its cable is back (its ends
+// unreachable from each other for a while, both up and addressed: as
+// routes or neighbour entries lagging a port), is probed again after 200,
+// 400, 800 and 1000 ms before the doubling hold-down: whenever host-a
+// shows k failed probes (1 to 4), the next is at most 100 * 2^k ms away
+// (the old schedule waited a whole hold-down, 1 s, after the first). Once
+// reachable, the rail is up again at the next probe.
+TEST_F(LinkRails, ARailThatWasUpIsProbedAgainSoonAfterAFailedProbe) {
+  ASSERT_NO_FATAL_FAILURE(StartWithRails(""));
+  ASSERT_NO_FATAL_FAILURE(RailScript("cut-rail", 1));
+  v1::LinkInfo down;
+  EXPECT_TRUE(WaitRailDown(1, &down))
+      << "host-a still shows rail 1 up after its interface went down:\n"
+      << RailsSummary(down);
+  // Back up, then unreachable before its hold-down (1 s) has passed.
+  ASSERT_NO_FATAL_FAILURE(RailScript("restore-rail", 1));
+  ASSERT_NO_FATAL_FAILURE(RailScript("misroute-rail", 1));
+  std::string bad;
+  uint32_t most = 0;
+  v1::LinkInfo seen;
+  EXPECT_TRUE(WaitLink(
+      a(), "host-b",
+      [&](const v1::LinkInfo& l) {
+        const v1::RailInfo* r = MatchingRail(l, rails_[0]);
+        if (r == nullptr) return false;
+        if (r->state() == "up") {
+          bad = "rail 1 up while its ends cannot reach each other";
+          return true;
+        }
+        const uint32_t k = r->failed_probes();
+        if (k >= 1 && k <= 4 && r->retry_in_ms() > (100u << k)) {
+          bad = "after " + std::to_string(k) + " failed probe(s) the next is " +
+                std::to_string(r->retry_in_ms()) + " ms away, more than " +
+                std::to_string(100u << k);
+          return true;
+        }
+        most = std::max(most, k);
+        return k >= 2;
+      },
+      Millis(15000), &seen))
+      << "host-a did not fail two probes of rail 1 within 15 s of its cable coming back "
+         "(most: "
+      << most << "):\n"
+      << RailsSummary(seen);
+  EXPECT_TRUE(bad.empty()) << bad << "\n" << RailsSummary(seen);
+  const v1::RailInfo* r1 = MatchingRail(seen, rails_[0]);
+  ASSERT_NE(r1, nullptr) << RailsSummary(seen);
+  EXPECT_FALSE(r1->last_error().empty()) << "a failed probe without its reason\n"
+                                         << RailsSummary(seen);
+  std::cerr << "rail 1 with its ends unreachable:\n" << RailsSummary(seen);
+
+  const auto restored = SteadyClock::now();
+  ASSERT_NO_FATAL_FAILURE(RailScript("reroute-rail", 1));
+  v1::LinkInfo back;
+  const int64_t back_ms = WaitRailBack(1, restored, kRailBackBound, &back);
+  std::cerr << "RAIL-BACK rail 1 up again " << back_ms
+            << " ms after its ends could reach each other\n";
+  EXPECT_GE(back_ms, 0) << "rail 1 not up again even " << (kRailBackBound.count() + 5000)
+                        << " ms after its ends could reach each other:\n"
+                        << RailsSummary(back) << Describe();
+  EXPECT_LE(back_ms, kRailBackBound.count()) << RailsSummary(back);
+  const v1::RailInfo* r1_back = MatchingRail(back, rails_[0]);
+  ASSERT_NE(r1_back, nullptr) << RailsSummary(back);
+  EXPECT_EQ(r1_back->failed_probes(), 0u)
+      << "the count of failed probes outlived the rail coming up\n"
+      << RailsSummary(back);
+  EXPECT_EQ(back.counters().downs(), 0u) << RailsSummary(back);
+}
+
 // A peer that holds the fabric key but lies about rails: an AddRail beyond
 // the plan, a pair under another pair's index (its rails reordered), a
 // rail it never announced, another generation. Each is refused by name;

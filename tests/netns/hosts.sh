@@ -20,6 +20,11 @@
 #   hosts.sh unaddress-rail|readdress-rail PREFIX K
 #                               take the address off PREFIX-b's end of rail K
 #                               (the cable stays up), put it back
+#   hosts.sh misroute-rail|reroute-rail PREFIX K
+#                               make the ends of rail K unreachable from each
+#                               other (each end's neighbour entry for the
+#                               other's address names a MAC nobody has; both
+#                               ends stay up and addressed), undo it
 #   hosts.sh cable PREFIX X Y [RATE]
 #                               a veth pair between hosts X and Y (letters,
 #                               X before Y): c-Y in PREFIX-X with
@@ -185,6 +190,18 @@ case "$cmd" in
     k=${3:?usage: hosts.sh $cmd PREFIX K}
     op=$([[ $cmd == unaddress-rail ]] && echo del || echo add)
     ip -n "$prefix-b" addr "$op" "10.$((240 + k)).$n.2/24" dev "r$n-$k-b"
+    ;;
+  misroute-rail|reroute-rail)
+    k=${3:?usage: hosts.sh $cmd PREFIX K}
+    for end in a:b:2 b:a:1; do
+      IFS=: read -r x y far <<< "$end"
+      if [[ $cmd == misroute-rail ]]; then
+        ip -n "$prefix-$x" neigh replace "10.$((240 + k)).$n.$far" lladdr 02:00:00:00:00:01 \
+          nud permanent dev "r$n-$k-$x"
+      else
+        ip -n "$prefix-$x" neigh del "10.$((240 + k)).$n.$far" dev "r$n-$k-$x"
+      fi
+    done
     ;;
   cut|restore)
     state=$([[ $cmd == cut ]] && echo down || echo up)

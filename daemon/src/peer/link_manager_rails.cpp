@@ -441,6 +441,9 @@ void LinkManager::DescribeRails(const Entry& e, TimePoint now,
     ri->set_last_error(r.last_error);
     auto t = e.rails.find(r.index);
     if (!r.up && t != e.rails.end()) {
+      // Shown while it is not up: once up, its failed probes are history
+      // (counted again from its next down).
+      ri->set_failed_probes(t->second.fails);
       // Down and not being probed: what its latest probe met (the peer
       // refusing, a connect that failed) is newer than why it went down.
       if (!t->second.up && !t->second.last_error.empty()) ri->set_last_error(t->second.last_error);
@@ -463,6 +466,7 @@ void LinkManager::DescribeRails(const Entry& e, TimePoint now,
     ri->set_name(t.local + ">" + t.remote);
     ri->set_state("down");
     ri->set_downs(t.downs);
+    ri->set_failed_probes(t.fails);
     ri->set_last_error(t.last_error);
     if (t.retry_at > now) {
       ri->set_retry_in_ms(static_cast<uint64_t>(
