@@ -173,6 +173,15 @@ class LinkRails : public TwoHostsBase {
   }
 
   // Polls host-a's rail of hosts.sh rail K until it is not up, for 2 s.
+  // Takes rail k's cable down and expects host-a to show the rail down.
+  void CutRailAndWaitDown(int k) {
+    ASSERT_NO_FATAL_FAILURE(RailScript("cut-rail", k));
+    v1::LinkInfo down;
+    EXPECT_TRUE(WaitRailDown(k, &down))
+        << "host-a still shows rail " << k << " up after its interface went down:\n"
+        << RailsSummary(down);
+  }
+
   bool WaitRailDown(int k, v1::LinkInfo* last) {
     return WaitLink(
         a(), "host-b",
@@ -549,11 +558,7 @@ TEST_F(LinkRails, AllRailsDownFallsBackToTheLinksOwnConnection) {
 TEST_F(LinkRails, ARailWhoseFarEndIsNotReadyIsAskedAgainWithinASecond) {
   ASSERT_NO_FATAL_FAILURE(StartWithRails(""));
   const auto cut = SteadyClock::now();
-  ASSERT_NO_FATAL_FAILURE(RailScript("cut-rail", 1));
-  v1::LinkInfo down;
-  EXPECT_TRUE(WaitRailDown(1, &down))
-      << "host-a still shows rail 1 up after its interface went down:\n"
-      << RailsSummary(down);
+  ASSERT_NO_FATAL_FAILURE(CutRailAndWaitDown(1));
   ASSERT_NO_FATAL_FAILURE(RailScript("unaddress-rail", 1));
   ASSERT_NO_FATAL_FAILURE(RailScript("restore-rail", 1));
   v1::LinkInfo refused;
@@ -615,11 +620,7 @@ TEST_F(LinkRails, ARailWhoseFarEndIsNotReadyIsAskedAgainWithinASecond) {
 // reachable, the rail is up again at the next probe.
 TEST_F(LinkRails, ARailThatWasUpIsProbedAgainSoonAfterAFailedProbe) {
   ASSERT_NO_FATAL_FAILURE(StartWithRails(""));
-  ASSERT_NO_FATAL_FAILURE(RailScript("cut-rail", 1));
-  v1::LinkInfo down;
-  EXPECT_TRUE(WaitRailDown(1, &down))
-      << "host-a still shows rail 1 up after its interface went down:\n"
-      << RailsSummary(down);
+  ASSERT_NO_FATAL_FAILURE(CutRailAndWaitDown(1));
   // Back up, then unreachable before its hold-down (1 s) has passed.
   ASSERT_NO_FATAL_FAILURE(RailScript("restore-rail", 1));
   ASSERT_NO_FATAL_FAILURE(RailScript("misroute-rail", 1));

@@ -435,6 +435,12 @@ class VerbsRails : public ::testing::Test {
   // nullopt if not up within `bound` (+ 5 s). What the test's own polling
   // costs (`mcdmactl links` takes up to ~0.6 s under TCG, and another
   // rail's wiring script may run first) is not the rail's.
+  // When an up rail came up, in ms since `since`, by the daemon's account:
+  // now (after the answer was read, so never too early) less its up_for_ms.
+  static int64_t UpSinceMs(const v1::RailInfo& r, SteadyClock::time_point since) {
+    return MsSince(since) - static_cast<int64_t>(r.up_for_ms());
+  }
+
   std::optional<int64_t> WaitRailUp(const RailEnd& local, const RailEnd& remote,
                                     SteadyClock::time_point since, Millis bound,
                                     v1::LinkInfo* last) {
@@ -444,7 +450,7 @@ class VerbsRails : public ::testing::Test {
         [&](const v1::LinkInfo& l) {
           const v1::RailInfo* r = RailBetween(l, local, remote);
           if (r == nullptr || r->state() != "up") return false;
-          up_ms = MsSince(since) - static_cast<int64_t>(r->up_for_ms());
+          up_ms = UpSinceMs(*r, since);
           return true;
         },
         bound + Millis(5000), last);
@@ -849,7 +855,7 @@ TEST_F(VerbsRails, CutRailMidTransferAndCalls) {
       [&](const v1::LinkInfo& l) {
         const v1::RailInfo* r = RailBetween(l, cx, cy);
         if (r == nullptr || r->state() != "up") return false;
-        if (!back_ms) back_ms = MsSince(restored) - static_cast<int64_t>(r->up_for_ms());
+        if (!back_ms) back_ms = UpSinceMs(*r, restored);
         if (r->bytes_sent() > cut_bytes_down) {
           carry_ms = MsSince(restored);
           return true;

@@ -30,6 +30,16 @@ constexpr auto kMaxEndDownInterval = std::chrono::milliseconds(1000);
 // learning), and a pair known to meet should not wait seconds for it.
 constexpr uint32_t kQuickReprobes = 4;
 
+// The quick schedule, after `n` tries in a row: 200, 400, 800 ms, then
+// every second.
+std::chrono::milliseconds QuickRetryWait(uint32_t n) {
+  return std::min<std::chrono::milliseconds>(kRailWatchInterval * (2u << std::min<uint32_t>(n, 3)),
+                                             kMaxEndDownInterval);
+}
+
+// Whether a failed probe is followed by a quick one (see FailedProbeWait).
+bool QuickReprobe(uint32_t fails, uint64_t downs) { return downs > 0 && fails < kQuickReprobes; }
+
 // How long after a failed probe a pair is probed again, `fails` probes
 // having failed in a row before it and the pair having gone down `downs`
 // times after being up: quickly a few times for a pair that met before
@@ -37,9 +47,7 @@ constexpr uint32_t kQuickReprobes = 4;
 // minute (two cables that do not meet).
 std::chrono::milliseconds FailedProbeWait(uint32_t fails, uint64_t downs,
                                           std::chrono::milliseconds hold_down) {
-  if (downs > 0 && fails < kQuickReprobes)
-    return std::min<std::chrono::milliseconds>(kRailWatchInterval * (2u << fails),
-                                               kMaxEndDownInterval);
+  if (QuickReprobe(fails, downs)) return QuickRetryWait(fails);
   return std::min<std::chrono::milliseconds>(hold_down * (1u << std::min<uint32_t>(fails, 6)),
                                              kMaxProbeInterval);
 }
@@ -217,16 +225,14 @@ void LinkManager::RailLoop(Entry* e, uint64_t generation, uint64_t link_id) {
           log->info("link to '{}': rail {} ({} > {}) waits for the peer's end: {}", e->config.name,
                     p.index, p.dialer.name(), p.callee.name(), st.message());
         t.last_error = st.message();
-        t.retry_at = std::chrono::steady_clock::now() +
-                     std::min(kRailWatchInterval * (2u << std::min<uint32_t>(t.end_down, 3)),
-                              std::chrono::milliseconds(kMaxEndDownInterval));
+        t.retry_at = std::chrono::steady_clock::now() + QuickRetryWait(t.end_down);
         ++t.end_down;
         continue;
       }
       if (!t.up) {
         t.end_down = 0;
         const auto wait = FailedProbeWait(t.fails, t.downs, hold_down);
-        if (t.fails == 0 || (t.downs > 0 && t.fails < kQuickReprobes))
+        if (t.fails == 0 || QuickReprobe(t.fails, t.downs))
           log->info("link to '{}': rail {} ({} > {}) not up: {}; probed again in {} ms",
                     e->config.name, p.index, p.dialer.name(), p.callee.name(), st.message(),
                     wait.count());
