@@ -51,7 +51,9 @@ int RunDaemonCallClient(const LinkRoleOptions& options) {
   auto client = ConnectWithRetry(options.socket, "mcdma_bench_link-client");
   if (!client.ok()) return FailRole(options, WithContext("Connect", client.status()));
   mcdma::Client& c = **client;
-  const std::string service = options.peer + "/" + kEchoService;
+  // No peer: the service on this client's own daemon (a local call).
+  const std::string service =
+      options.peer.empty() ? std::string(kEchoService) : options.peer + "/" + kEchoService;
   const auto timeout = std::chrono::milliseconds(options.timeout_ms);
   auto first = RetryFirstUse([&] { return c.Call(service, std::string_view("probe"), timeout); });
   if (!first.ok()) return FailRole(options, WithContext("first Call " + service, first.status()));

@@ -74,7 +74,8 @@ int RunTcpBulkClient(const LinkRoleOptions& options);
 
 // Through the daemons. The echo server is harness/daemon_echo.hpp's
 // RunDaemonServer (serves "bench.echo" on host B's daemon); the call client
-// calls "<peer>/bench.echo" through host A's daemon.
+// calls "<peer>/bench.echo" through host A's daemon (without a peer:
+// "bench.echo" on the daemon it is given, a call that crosses no link).
 int RunDaemonCallClient(const LinkRoleOptions& options);
 // Exports a bulk_bytes buffer as kBulkExport, readable and writable by
 // `peer`, and keeps it until the lifeline closes.

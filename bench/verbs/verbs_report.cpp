@@ -131,8 +131,16 @@ void PrintOverhead(FILE* out, const std::vector<LatencyRow>& latency,
                ? Fixed(d->stats.p50_us / p->stats.p50_us, 2) + "x"
                : std::string("not measured");
     const LatencyRow* t = FindLatency(latency, "linktest", payload);
-    if (t != nullptr && p != nullptr && p->stats.p50_us > 0)
-      lat += " (daemon-daemon echo alone " + Fixed(t->stats.p50_us / p->stats.p50_us, 2) + "x)";
+    const LatencyRow* l = FindLatency(latency, "local", payload);
+    if (p != nullptr && p->stats.p50_us > 0 && (t != nullptr || l != nullptr)) {
+      std::string parts;
+      if (t != nullptr)
+        parts = "daemon-daemon echo alone " + Fixed(t->stats.p50_us / p->stats.p50_us, 2) + "x";
+      if (l != nullptr)
+        parts += (parts.empty() ? "" : "; ") + std::string("a call through one daemon, no link, ") +
+                 Fixed(l->stats.p50_us / p->stats.p50_us, 2) + "x";
+      lat += " (" + parts + ")";
+    }
   }
   std::string bw;
   for (const char* direction : {"WRITE", "READ"}) {

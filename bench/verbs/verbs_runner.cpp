@@ -205,6 +205,7 @@ class Runner {
     link_note = pair.note();
     Say(pair.note());
     if (lat) DaemonLatency(dir, hosts, pair);
+    if (lat) LocalLatency(dir, hosts, pair);
     if (lat) LinkTest(pair);
     if (lat) Trace(dir, pair);
     if (bw) DaemonBandwidth(dir, hosts, pair);
@@ -225,6 +226,7 @@ class Runner {
 
  private:
   static constexpr char kDaemonLatencyLabel[] = "mcdma-rpcd call via 2 daemons (verbs)";
+  static constexpr char kLocalLatencyLabel[] = "mcdma-rpcd call, one daemon (no link)";
 
   std::string DaemonBulkLabel(const std::string& direction) const {
     return std::string(direction == "WRITE" ? "mcdma-rpcd WriteBatch" : "mcdma-rpcd ReadBatch") +
@@ -245,6 +247,35 @@ class Runner {
     for (size_t i = 0; i < o_.payloads.size(); ++i) {
       LatencyRow row = NewLatencyRow("daemon", kDaemonLatencyLabel, o_.payloads[i]);
       row.csv = "daemon-call-" + std::to_string(o_.payloads[i]) + ".csv";
+      if (!sets.ok()) {
+        Fail(row, sets.status().message());
+        latency.push_back(std::move(row));
+        continue;
+      }
+      row.nanos = std::move((*sets)[i].nanos);
+      Keep(std::move(row));
+    }
+  }
+
+  // Diagnostic, in no ratio: the same calls between two apps of host B
+  // through B's daemon alone, crossing no link: what the four hand-offs
+  // between apps and daemons cost on this machine without any RDMA. The
+  // client runs in host A's place but talks to B's daemon (its socket is
+  // a file; the VM's hosts share one network namespace anyway).
+  void LocalLatency(const TempDir& dir, const Hosts& hosts, DaemonPair& pair) {
+    Say("latency: local calls through one daemon ...");
+    LinkPair run{"calls-local",
+                 "daemon-server",
+                 "daemon-call-client",
+                 {"--socket", pair.socket_b()},
+                 {"--socket", pair.socket_b()},
+                 std::chrono::seconds(60),
+                 o_.payloads.size(),
+                 static_cast<size_t>(o_.iterations)};
+    auto sets = RunLinkPair(plan_.link, hosts, dir, std::move(run));
+    for (size_t i = 0; i < o_.payloads.size(); ++i) {
+      LatencyRow row = NewLatencyRow("local", kLocalLatencyLabel, o_.payloads[i]);
+      row.csv = "daemon-local-" + std::to_string(o_.payloads[i]) + ".csv";
       if (!sets.ok()) {
         Fail(row, sets.status().message());
         latency.push_back(std::move(row));
