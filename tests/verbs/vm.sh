@@ -22,10 +22,15 @@
 # Cache: $MCDMA_VM_CACHE (default /var/cache/mcdma/verbs-vm), keyed by the
 # kernel package version, so a new Debian kernel rebuilds it. Needs root
 # (debootstrap, apt). Exit codes: 0 pass, 1 fail, 2 usage, 77 cannot run here.
+# $MCDMA_VM_TIMEOUT (seconds, default 900) bounds the boot and run;
+# $MCDMA_VM_CPUS (default 2) is the guest's vCPU count.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${MCDMA_VM_CACHE:-/var/cache/mcdma/verbs-vm}
 timeout_s=${MCDMA_VM_TIMEOUT:-900}
+# vCPUs of the guest (TCG threads; more than the host has CPUs time-slices
+# them, which makes polling threads slower, not faster: bench/README.md).
+vcpus=${MCDMA_VM_CPUS:-2}
 log() { echo "vm.sh: $*" >&2; }
 
 tools() {
@@ -126,7 +131,7 @@ run() {
   (cd "$stage" && find . -print0 | cpio --null -o -H newc --quiet) | zstd -T0 -3 -q -o "$work/root.cpio.zst"
   log "booting $(basename "$kdir") (TCG; the guest's verdict decides)"
   set +e
-  timeout "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -m 3G -smp 2 -nic none \
+  timeout "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -m 3G -smp "$vcpus" -nic none \
     -nographic -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
     -kernel "$kdir/kernel/boot/vmlinuz-$kv" -initrd "$work/root.cpio.zst" \
     -append "console=ttyS0 rdinit=/init panic=-1 quiet" < /dev/null
