@@ -159,7 +159,6 @@ class ReliableReceiver {
   ReliabilityConfig config_;
   uint32_t expected_;
   std::deque<bool> held_;  // held_[i]: expected_ + 1 + i is held
-  bool draining_ = false;
   std::optional<RelTime> ack_pending_since_;
   bool ack_now_ = false;  // loss or a duplicate seen: tell the sender at once
   uint32_t acked_cum_;    // cum as last sent
