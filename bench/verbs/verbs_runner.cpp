@@ -235,26 +235,8 @@ class Runner {
 
   void DaemonLatency(const TempDir& dir, const Hosts& hosts, DaemonPair& pair) {
     Say("latency: daemon calls ...");
-    LinkPair run{"calls-daemon",
-                 "daemon-server",
-                 "daemon-call-client",
-                 {"--socket", pair.socket_b()},
-                 {"--socket", pair.socket_a(), "--peer", o_.b.id},
-                 std::chrono::seconds(60),
-                 o_.payloads.size(),
-                 static_cast<size_t>(o_.iterations)};
-    auto sets = RunLinkPair(plan_.link, hosts, dir, std::move(run));
-    for (size_t i = 0; i < o_.payloads.size(); ++i) {
-      LatencyRow row = NewLatencyRow("daemon", kDaemonLatencyLabel, o_.payloads[i]);
-      row.csv = "daemon-call-" + std::to_string(o_.payloads[i]) + ".csv";
-      if (!sets.ok()) {
-        Fail(row, sets.status().message());
-        latency.push_back(std::move(row));
-        continue;
-      }
-      row.nanos = std::move((*sets)[i].nanos);
-      Keep(std::move(row));
-    }
+    CallRows(dir, hosts, "daemon", kDaemonLatencyLabel, "daemon-call-",
+             {"--socket", pair.socket_b()}, {"--socket", pair.socket_a(), "--peer", o_.b.id});
   }
 
   // Diagnostic, in no ratio: the same calls between two apps of host B
@@ -264,18 +246,23 @@ class Runner {
   // a file; the VM's hosts share one network namespace anyway).
   void LocalLatency(const TempDir& dir, const Hosts& hosts, DaemonPair& pair) {
     Say("latency: local calls through one daemon ...");
-    LinkPair run{"calls-local",
-                 "daemon-server",
-                 "daemon-call-client",
-                 {"--socket", pair.socket_b()},
-                 {"--socket", pair.socket_b()},
-                 std::chrono::seconds(60),
-                 o_.payloads.size(),
-                 static_cast<size_t>(o_.iterations)};
+    CallRows(dir, hosts, "local", kLocalLatencyLabel, "daemon-local-",
+             {"--socket", pair.socket_b()}, {"--socket", pair.socket_b()});
+  }
+
+  // One latency row per payload (key, label, samples in CSV_PREFIX<bytes>.csv)
+  // from the echo server and call client roles run with these arguments.
+  void CallRows(const TempDir& dir, const Hosts& hosts, const std::string& key,
+                const std::string& label, const std::string& csv_prefix,
+                std::vector<std::string> server_args, std::vector<std::string> client_args) {
+    LinkPair run{"calls-" + key,         "daemon-server",
+                 "daemon-call-client",   std::move(server_args),
+                 std::move(client_args), std::chrono::seconds(60),
+                 o_.payloads.size(),     static_cast<size_t>(o_.iterations)};
     auto sets = RunLinkPair(plan_.link, hosts, dir, std::move(run));
     for (size_t i = 0; i < o_.payloads.size(); ++i) {
-      LatencyRow row = NewLatencyRow("local", kLocalLatencyLabel, o_.payloads[i]);
-      row.csv = "daemon-local-" + std::to_string(o_.payloads[i]) + ".csv";
+      LatencyRow row = NewLatencyRow(key, label, o_.payloads[i]);
+      row.csv = csv_prefix + std::to_string(o_.payloads[i]) + ".csv";
       if (!sets.ok()) {
         Fail(row, sets.status().message());
         latency.push_back(std::move(row));
